@@ -1,0 +1,82 @@
+"""The exception tree of monarch_cy.
+
+Every error monarch_cy raises on its own account derives from
+:class:`MonarchCyError`.  Errors travel between processes of a mesh, so each one
+survives ``pickle`` round trips with its attributes intact (``__reduce__`` below
+rebuilds them from the constructor arguments, never from ``args`` guesses).
+
+Where a builtin names the same failure, the error also subclasses it
+(``OutOfMemoryError`` is a ``MemoryError``), so ``except MemoryError`` keeps
+working for code that does not know monarch_cy.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MonarchCyError",
+    "GpuRuntimeError",
+    "OutOfMemoryError",
+    "NoDeviceError",
+    "GpuRuntimeUnavailable",
+    "ResourceClosedError",
+]
+
+
+class MonarchCyError(Exception):
+    """Base class of every error monarch_cy raises on its own account."""
+
+
+class GpuRuntimeError(MonarchCyError):
+    """A call into the GPU runtime (CUDA or HIP) returned a failure status.
+
+    Attributes:
+        status: the runtime's numeric status code.
+        name: the vendor's name for it (``cudaErrorInvalidValue``, ``hipErrorNoDevice``).
+        message: the vendor's description, or ours where the runtime gave none.
+        call: the CUDA-name of the failing call (``"Malloc"``), or ``""``.
+    """
+
+    def __init__(self, status: int, name: str, message: str, call: str = "") -> None:
+        self.status = int(status)
+        self.name = str(name)
+        self.message = str(message)
+        self.call = str(call)
+        where = f"{call}: " if call else ""
+        super().__init__(f"{where}{self.name} ({self.status}): {self.message}")
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.name, self.message, self.call))
+
+
+class OutOfMemoryError(GpuRuntimeError, MemoryError):
+    """The GPU runtime could not allocate the memory asked for."""
+
+
+class NoDeviceError(GpuRuntimeError):
+    """The runtime loaded, but it sees no usable device (no GPU, or no driver)."""
+
+
+class GpuRuntimeUnavailable(MonarchCyError, RuntimeError):
+    """No GPU runtime could be bound: none found, or GPU support switched off.
+
+    Attributes:
+        tried: every place looked at, in order, each with why it was not used.
+    """
+
+    def __init__(self, message: str, tried: tuple[str, ...] = ()) -> None:
+        self.tried = tuple(tried)
+        text = message
+        if self.tried:
+            text += "\nPlaces tried, in order:\n" + "\n".join(f"  - {t}" for t in self.tried)
+        super().__init__(text)
+        self.message = message
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.tried))
+
+
+class ResourceClosedError(MonarchCyError, ValueError):
+    """An operation was attempted on a resource after its ``close()``.
+
+    Subclasses ``ValueError`` as operations on closed files do.
+    """
