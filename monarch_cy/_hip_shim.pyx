@@ -1,0 +1,748 @@
+# cython: language_level=3
+"""Flat Cython tier over the GPU runtime, under CUDA names, bound at run time.
+
+Rules, stated once for every function here:
+
+* Names: the CUDA runtime's name with the ``cuda`` prefix dropped and the first
+  letter lower-cased (``cudaMemcpyAsync`` -> ``memcpyAsync``).  On ROCm the same
+  name calls the HIP function it is bound to (``hipMemcpyAsync``).
+* Handles and addresses are plain ``int`` (streams, events, device pointers).
+  This tier owns nothing: what it allocates, the caller frees (the owning tier,
+  :mod:`monarch_cy.gpu`, does that for you).
+* Results are returned, never written through out-parameters; a failing status
+  raises :class:`~monarch_cy.errors.GpuRuntimeError` (``OutOfMemoryError`` for
+  allocation failures, ``NoDeviceError`` where no GPU or driver is usable) after
+  the runtime's last-error state has been cleared.  ``NotReady`` from the query
+  functions is not an error: they return ``False``.
+* Every call releases the GIL around the runtime call.  Calls go through typed C
+  function pointers stored in one table (``mcy_rt``), never through ctypes.
+* Calling anything before :func:`bind` raises ``GpuRuntimeUnavailable``; a
+  negative size or pointer raises ``ValueError`` naming the parameter.  The shim
+  cannot know whether a pointer is live: the owning tier checks that.
+
+Binding: :mod:`monarch_cy._runtime` finds and opens the library (ctypes does the
+finding and opening only), resolves one address per entry of
+:func:`function_names`, and hands them to :func:`bind` with the platform's
+vendor-specific values (:mod:`monarch_cy._platform_tables`).
+"""
+
+from libc.stdint cimport uintptr_t
+from libc.string cimport memset as c_memset, memcpy as c_memcpy
+
+cdef extern from "<string.h>" nogil:
+    size_t strnlen(const char* s, size_t maxlen)
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+from monarch_cy._errors import (
+    GpuRuntimeError,
+    GpuRuntimeUnavailable,
+    NoDeviceError,
+    OutOfMemoryError,
+)
+
+cdef extern from "mcy_cuda_names.h" nogil:
+    ctypedef int cudaError_t
+    ctypedef void* cudaStream_t
+    ctypedef void* cudaEvent_t
+    ctypedef struct cudaIpcMemHandle_t:
+        char reserved[64]
+
+    ctypedef struct mcy_rt_fns:
+        cudaError_t (*GetDeviceCount)(int*) noexcept nogil
+        cudaError_t (*GetDevice)(int*) noexcept nogil
+        cudaError_t (*SetDevice)(int) noexcept nogil
+        cudaError_t (*DeviceSynchronize)() noexcept nogil
+        cudaError_t (*GetDeviceProperties)(void*, int) noexcept nogil
+        cudaError_t (*DeviceGetAttribute)(int*, int, int) noexcept nogil
+        cudaError_t (*DeviceGetPCIBusId)(char*, int, int) noexcept nogil
+        cudaError_t (*DeviceCanAccessPeer)(int*, int, int) noexcept nogil
+        cudaError_t (*DeviceEnablePeerAccess)(int, unsigned int) noexcept nogil
+        cudaError_t (*RuntimeGetVersion)(int*) noexcept nogil
+        cudaError_t (*DriverGetVersion)(int*) noexcept nogil
+        cudaError_t (*MemGetInfo)(size_t*, size_t*) noexcept nogil
+        cudaError_t (*Malloc)(void**, size_t) noexcept nogil
+        cudaError_t (*Free)(void*) noexcept nogil
+        cudaError_t (*HostAlloc)(void**, size_t, unsigned int) noexcept nogil
+        cudaError_t (*FreeHost)(void*) noexcept nogil
+        cudaError_t (*HostRegister)(void*, size_t, unsigned int) noexcept nogil
+        cudaError_t (*HostUnregister)(void*) noexcept nogil
+        cudaError_t (*Memcpy)(void*, const void*, size_t, int) noexcept nogil
+        cudaError_t (*MemcpyAsync)(void*, const void*, size_t, int, cudaStream_t) noexcept nogil
+        cudaError_t (*Memset)(void*, int, size_t) noexcept nogil
+        cudaError_t (*MemsetAsync)(void*, int, size_t, cudaStream_t) noexcept nogil
+        cudaError_t (*StreamCreateWithFlags)(cudaStream_t*, unsigned int) noexcept nogil
+        cudaError_t (*StreamDestroy)(cudaStream_t) noexcept nogil
+        cudaError_t (*StreamSynchronize)(cudaStream_t) noexcept nogil
+        cudaError_t (*StreamQuery)(cudaStream_t) noexcept nogil
+        cudaError_t (*StreamWaitEvent)(cudaStream_t, cudaEvent_t, unsigned int) noexcept nogil
+        cudaError_t (*EventCreateWithFlags)(cudaEvent_t*, unsigned int) noexcept nogil
+        cudaError_t (*EventRecord)(cudaEvent_t, cudaStream_t) noexcept nogil
+        cudaError_t (*EventSynchronize)(cudaEvent_t) noexcept nogil
+        cudaError_t (*EventQuery)(cudaEvent_t) noexcept nogil
+        cudaError_t (*EventElapsedTime)(float*, cudaEvent_t, cudaEvent_t) noexcept nogil
+        cudaError_t (*EventDestroy)(cudaEvent_t) noexcept nogil
+        cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t*, void*) noexcept nogil
+        cudaError_t (*IpcOpenMemHandle)(void**, cudaIpcMemHandle_t, unsigned int) noexcept nogil
+        cudaError_t (*IpcCloseMemHandle)(void*) noexcept nogil
+        cudaError_t (*PointerGetAttributes)(void*, const void*) noexcept nogil
+        cudaError_t (*GetLastError)() noexcept nogil
+        cudaError_t (*PeekAtLastError)() noexcept nogil
+        const char* (*GetErrorName)(cudaError_t) noexcept nogil
+        const char* (*GetErrorString)(cudaError_t) noexcept nogil
+
+    ctypedef union mcy_rt_table:
+        mcy_rt_fns fn
+        void* slot[1]
+
+    enum: MCY_RT_NFUNCS
+    enum: MCY_SUCCESS
+    enum: MCY_ERROR_MEMORY_ALLOCATION
+    enum: MCY_ERROR_NOT_READY
+    enum: MCY_IPC_HANDLE_SIZE
+    const char* const mcy_rt_cuda_names[]
+    const char* const mcy_rt_hip_names[]
+    mcy_rt_table mcy_rt
+
+# Copy kinds and flags both vendors share (the header proves them).
+MEMCPY_HOST_TO_HOST = 0
+MEMCPY_HOST_TO_DEVICE = 1
+MEMCPY_DEVICE_TO_HOST = 2
+MEMCPY_DEVICE_TO_DEVICE = 3
+MEMCPY_DEFAULT = 4
+STREAM_DEFAULT = 0
+STREAM_NON_BLOCKING = 1
+EVENT_DEFAULT = 0
+EVENT_BLOCKING_SYNC = 1
+EVENT_DISABLE_TIMING = 2
+EVENT_INTERPROCESS = 4
+HOST_ALLOC_DEFAULT = 0
+HOST_ALLOC_PORTABLE = 1
+HOST_ALLOC_MAPPED = 2
+HOST_REGISTER_DEFAULT = 0
+HOST_REGISTER_PORTABLE = 1
+HOST_REGISTER_MAPPED = 2
+IPC_HANDLE_SIZE = MCY_IPC_HANDLE_SIZE
+
+# Binding state.  _bound is a C int so that the check on every call costs nothing.
+cdef int _bound = 0
+cdef unsigned int _ipc_lazy_flag = 1
+cdef object _platform = None
+cdef object _table = None          # the PlatformTable in force
+cdef object _no_device_statuses = frozenset()
+
+DEF _PROP_BUFFER = 8192
+DEF _PTR_ATTR_BUFFER = 512
+
+
+def function_names():
+    """``[(cuda_symbol, hip_symbol), ...]`` in table order: what :func:`bind` expects."""
+    return [
+        (mcy_rt_cuda_names[i].decode(), mcy_rt_hip_names[i].decode())
+        for i in range(MCY_RT_NFUNCS)
+    ]
+
+
+def bind(str platform, list addresses, table):
+    """Install the runtime's function addresses under their CUDA names.
+
+    ``addresses`` holds one non-zero address per entry of :func:`function_names`,
+    in that order; ``table`` is the :class:`~monarch_cy._platform_tables.PlatformTable`
+    for this runtime.  Rebinding replaces the table (tests do this); callers must
+    not rebind while other threads are calling through it.
+    """
+    global _bound, _platform, _table, _ipc_lazy_flag, _no_device_statuses
+    if platform not in ("cuda", "rocm"):
+        raise ValueError(f"platform must be 'cuda' or 'rocm', got {platform!r}")
+    if len(addresses) != MCY_RT_NFUNCS:
+        raise ValueError(
+            f"addresses must hold {MCY_RT_NFUNCS} entries (one per function), got {len(addresses)}"
+        )
+    for i, a in enumerate(addresses):
+        if not isinstance(a, int) or a <= 0:
+            raise ValueError(f"address of {mcy_rt_cuda_names[i].decode()} must be a positive int, got {a!r}")
+    if table.device_prop_size > _PROP_BUFFER or table.pointer_attrs_size > _PTR_ATTR_BUFFER:
+        raise ValueError(f"table {table.name!r} declares structs larger than the shim's buffers")
+    _bound = 0
+    for i in range(MCY_RT_NFUNCS):
+        mcy_rt.slot[i] = <void*><uintptr_t>addresses[i]
+    _platform = platform
+    _table = table
+    _ipc_lazy_flag = table.ipc_lazy_enable_peer_access
+    _no_device_statuses = frozenset(table.no_device_statuses)
+    _bound = 1
+
+
+def unbind():
+    """Forget the bound runtime (the library stays loaded).  For tests and shutdown."""
+    global _bound, _platform, _table
+    _bound = 0
+    _platform = None
+    _table = None
+    c_memset(&mcy_rt, 0, sizeof(mcy_rt))
+
+
+def is_bound():
+    """Whether :func:`bind` has installed a runtime."""
+    return bool(_bound)
+
+
+def bound_platform():
+    """``"cuda"``, ``"rocm"``, or ``None`` when unbound."""
+    return _platform
+
+
+cdef int _not_bound() except -1:
+    raise GpuRuntimeUnavailable(
+        "the GPU runtime is not bound; use monarch_cy.gpu (which binds it on first use) "
+        "or monarch_cy._runtime.ensure_bound()"
+    )
+
+
+cdef inline int _need_bound() except -1:
+    if not _bound:
+        _not_bound()
+    return 0
+
+
+cdef str _text(const char* s):
+    if s == NULL:
+        return ""
+    return (<bytes>s).decode("utf-8", "replace")
+
+
+cdef str _cstr(const char* p, size_t maxlen):
+    """A NUL-terminated string of at most ``maxlen`` bytes, decoded."""
+    return p[:strnlen(p, maxlen)].decode("utf-8", "replace")
+
+
+cdef int _fail(cudaError_t st, str call) except -1:
+    """Clear the last-error state and raise the matching GpuRuntimeError."""
+    cdef const char* name_p
+    cdef const char* msg_p
+    with nogil:
+        name_p = mcy_rt.fn.GetErrorName(st)
+        msg_p = mcy_rt.fn.GetErrorString(st)
+        mcy_rt.fn.GetLastError()
+    name = _text(name_p) or f"error {st}"
+    msg = _text(msg_p) or name
+    if st == MCY_ERROR_MEMORY_ALLOCATION:
+        cls = OutOfMemoryError
+    elif st in _no_device_statuses:
+        cls = NoDeviceError
+    else:
+        cls = GpuRuntimeError
+    raise cls(st, name, msg, call)
+
+
+cdef inline int _check(cudaError_t st, str call) except -1:
+    if st != MCY_SUCCESS:
+        _fail(st, call)
+    return 0
+
+
+cdef inline uintptr_t _addr(object value, str param) except? 0:
+    """A pointer or handle argument: a non-negative int."""
+    if value is None:
+        return 0
+    try:
+        if value < 0:
+            raise ValueError(f"{param} must be a non-negative address, got {value!r}")
+        return <uintptr_t>value
+    except (TypeError, OverflowError):
+        raise TypeError(f"{param} must be an int address, got {value!r}") from None
+
+
+cdef inline size_t _size(object value, str param) except? 0:
+    try:
+        if value < 0:
+            raise ValueError(f"{param} must be >= 0, got {value!r}")
+        return <size_t>value
+    except (TypeError, OverflowError):
+        raise ValueError(f"{param} must be an int in [0, 2**64), got {value!r}") from None
+
+
+# ---------------------------------------------------------------- devices
+
+def getDeviceCount():
+    cdef int n = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.GetDeviceCount(&n)
+    _check(st, "GetDeviceCount")
+    return n
+
+
+def getDevice():
+    cdef int d = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.GetDevice(&d)
+    _check(st, "GetDevice")
+    return d
+
+
+def setDevice(int device):
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.SetDevice(device)
+    _check(st, "SetDevice")
+
+
+def deviceSynchronize():
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.DeviceSynchronize()
+    _check(st, "DeviceSynchronize")
+
+
+def getDeviceProperties(int device):
+    """The fields the tables locate: ``{"name", "total_memory", "arch_name"}``.
+
+    ``arch_name`` is the gfx architecture on ROCm where the layout is known,
+    else ``None``.  Other properties come from :func:`deviceGetAttribute`.
+    """
+    cdef char buf[_PROP_BUFFER]
+    cdef cudaError_t st
+    cdef size_t total = 0
+    _need_bound()
+    c_memset(buf, 0, _PROP_BUFFER)
+    with nogil:
+        st = mcy_rt.fn.GetDeviceProperties(<void*>buf, device)
+    _check(st, "GetDeviceProperties")
+    t = _table
+    name = _cstr(buf + <int>t.prop_name_offset, 256)
+    c_memcpy(&total, buf + <int>t.prop_total_mem_offset, sizeof(size_t))
+    arch = None
+    if t.prop_arch_name_offset is not None:
+        arch = _cstr(buf + <int>t.prop_arch_name_offset, 256) or None
+    return {"name": name, "total_memory": total, "arch_name": arch}
+
+
+def deviceGetAttribute(int attr, int device):
+    """The vendor's attribute number ``attr`` of ``device`` (numbers differ by vendor)."""
+    cdef int value = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.DeviceGetAttribute(&value, attr, device)
+    _check(st, "DeviceGetAttribute")
+    return value
+
+
+def deviceGetPCIBusId(int device):
+    cdef char buf[64]
+    cdef cudaError_t st
+    _need_bound()
+    c_memset(buf, 0, 64)
+    with nogil:
+        st = mcy_rt.fn.DeviceGetPCIBusId(buf, 63, device)
+    _check(st, "DeviceGetPCIBusId")
+    return _cstr(buf, 63)
+
+
+def deviceCanAccessPeer(int device, int peer_device):
+    cdef int ok = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.DeviceCanAccessPeer(&ok, device, peer_device)
+    _check(st, "DeviceCanAccessPeer")
+    return bool(ok)
+
+
+def deviceEnablePeerAccess(int peer_device, unsigned int flags=0):
+    """Enable access from the current device to ``peer_device``; already enabled is fine."""
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.DeviceEnablePeerAccess(peer_device, flags)
+    if st == 704:  # PeerAccessAlreadyEnabled: same value on both vendors
+        with nogil:
+            mcy_rt.fn.GetLastError()
+        return
+    _check(st, "DeviceEnablePeerAccess")
+
+
+def runtimeGetVersion():
+    cdef int v = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.RuntimeGetVersion(&v)
+    _check(st, "RuntimeGetVersion")
+    return v
+
+
+def driverGetVersion():
+    """The driver's version; 0 where no driver is installed (a cheap probe)."""
+    cdef int v = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.DriverGetVersion(&v)
+    _check(st, "DriverGetVersion")
+    return v
+
+
+def memGetInfo():
+    """``(free_bytes, total_bytes)`` of the current device."""
+    cdef size_t free_b = 0, total_b = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.MemGetInfo(&free_b, &total_b)
+    _check(st, "MemGetInfo")
+    return free_b, total_b
+
+
+# ---------------------------------------------------------------- memory
+
+def malloc(size):
+    """Device memory of ``size`` bytes on the current device; free it with :func:`free`."""
+    cdef void* p = NULL
+    cdef size_t n = _size(size, "size")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.Malloc(&p, n)
+    _check(st, "Malloc")
+    return <uintptr_t>p
+
+
+def free(ptr):
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.Free(p)
+    _check(st, "Free")
+
+
+def hostAlloc(size, unsigned int flags=0):
+    """Page-locked host memory; free it with :func:`freeHost`."""
+    cdef void* p = NULL
+    cdef size_t n = _size(size, "size")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.HostAlloc(&p, n, flags)
+    _check(st, "HostAlloc")
+    return <uintptr_t>p
+
+
+def freeHost(ptr):
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.FreeHost(p)
+    _check(st, "FreeHost")
+
+
+def hostRegister(ptr, size, unsigned int flags=0):
+    """Page-lock existing host memory; undo with :func:`hostUnregister`."""
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef size_t n = _size(size, "size")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.HostRegister(p, n, flags)
+    _check(st, "HostRegister")
+
+
+def hostUnregister(ptr):
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.HostUnregister(p)
+    _check(st, "HostUnregister")
+
+
+def memcpy(dst, src, size, int kind):
+    """Blocking copy of ``size`` bytes; ``kind`` is a MEMCPY_* value."""
+    cdef void* d = <void*>_addr(dst, "dst")
+    cdef const void* s = <const void*>_addr(src, "src")
+    cdef size_t n = _size(size, "size")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.Memcpy(d, s, n, kind)
+    _check(st, "Memcpy")
+
+
+def memcpyAsync(dst, src, size, int kind, stream):
+    """Copy enqueued on ``stream`` (0: the legacy default stream); returns at once."""
+    cdef void* d = <void*>_addr(dst, "dst")
+    cdef const void* s = <const void*>_addr(src, "src")
+    cdef size_t n = _size(size, "size")
+    cdef cudaStream_t strm = <cudaStream_t>_addr(stream, "stream")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.MemcpyAsync(d, s, n, kind, strm)
+    _check(st, "MemcpyAsync")
+
+
+def memset(ptr, int value, size):
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef size_t n = _size(size, "size")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.Memset(p, value, n)
+    _check(st, "Memset")
+
+
+def memsetAsync(ptr, int value, size, stream):
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef size_t n = _size(size, "size")
+    cdef cudaStream_t strm = <cudaStream_t>_addr(stream, "stream")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.MemsetAsync(p, value, n, strm)
+    _check(st, "MemsetAsync")
+
+
+# ---------------------------------------------------------------- streams
+
+def streamCreateWithFlags(unsigned int flags=0):
+    cdef cudaStream_t s = NULL
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.StreamCreateWithFlags(&s, flags)
+    _check(st, "StreamCreateWithFlags")
+    return <uintptr_t>s
+
+
+def streamDestroy(stream):
+    cdef cudaStream_t s = <cudaStream_t>_addr(stream, "stream")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.StreamDestroy(s)
+    _check(st, "StreamDestroy")
+
+
+def streamSynchronize(stream):
+    cdef cudaStream_t s = <cudaStream_t>_addr(stream, "stream")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.StreamSynchronize(s)
+    _check(st, "StreamSynchronize")
+
+
+def streamQuery(stream):
+    """``True`` when all work on ``stream`` is done, ``False`` while some is pending."""
+    cdef cudaStream_t s = <cudaStream_t>_addr(stream, "stream")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.StreamQuery(s)
+    if st == MCY_ERROR_NOT_READY:
+        with nogil:
+            mcy_rt.fn.GetLastError()
+        return False
+    _check(st, "StreamQuery")
+    return True
+
+
+def streamWaitEvent(stream, event, unsigned int flags=0):
+    cdef cudaStream_t s = <cudaStream_t>_addr(stream, "stream")
+    cdef cudaEvent_t e = <cudaEvent_t>_addr(event, "event")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.StreamWaitEvent(s, e, flags)
+    _check(st, "StreamWaitEvent")
+
+
+# ---------------------------------------------------------------- events
+
+def eventCreateWithFlags(unsigned int flags=0):
+    cdef cudaEvent_t e = NULL
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.EventCreateWithFlags(&e, flags)
+    _check(st, "EventCreateWithFlags")
+    return <uintptr_t>e
+
+
+def eventRecord(event, stream):
+    cdef cudaEvent_t e = <cudaEvent_t>_addr(event, "event")
+    cdef cudaStream_t s = <cudaStream_t>_addr(stream, "stream")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.EventRecord(e, s)
+    _check(st, "EventRecord")
+
+
+def eventSynchronize(event):
+    cdef cudaEvent_t e = <cudaEvent_t>_addr(event, "event")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.EventSynchronize(e)
+    _check(st, "EventSynchronize")
+
+
+def eventQuery(event):
+    """``True`` when the work before the event's record is done."""
+    cdef cudaEvent_t e = <cudaEvent_t>_addr(event, "event")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.EventQuery(e)
+    if st == MCY_ERROR_NOT_READY:
+        with nogil:
+            mcy_rt.fn.GetLastError()
+        return False
+    _check(st, "EventQuery")
+    return True
+
+
+def eventElapsedTime(start, end):
+    """Milliseconds between two recorded events."""
+    cdef cudaEvent_t a = <cudaEvent_t>_addr(start, "start")
+    cdef cudaEvent_t b = <cudaEvent_t>_addr(end, "end")
+    cdef float ms = 0
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.EventElapsedTime(&ms, a, b)
+    _check(st, "EventElapsedTime")
+    return ms
+
+
+def eventDestroy(event):
+    cdef cudaEvent_t e = <cudaEvent_t>_addr(event, "event")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.EventDestroy(e)
+    _check(st, "EventDestroy")
+
+
+# ---------------------------------------------------------------- IPC
+
+def ipcGetMemHandle(ptr):
+    """The 64-byte IPC handle of the allocation that starts at ``ptr``."""
+    cdef cudaIpcMemHandle_t h
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef cudaError_t st
+    _need_bound()
+    c_memset(&h, 0, sizeof(h))
+    with nogil:
+        st = mcy_rt.fn.IpcGetMemHandle(&h, p)
+    _check(st, "IpcGetMemHandle")
+    return PyBytes_FromStringAndSize(h.reserved, MCY_IPC_HANDLE_SIZE)
+
+
+def ipcOpenMemHandle(bytes handle, flags=None):
+    """Map another process's allocation; ``flags`` defaults to lazy peer access.
+
+    Close the mapping with :func:`ipcCloseMemHandle`.
+    """
+    cdef cudaIpcMemHandle_t h
+    cdef void* p = NULL
+    cdef unsigned int f = _ipc_lazy_flag if flags is None else <unsigned int>flags
+    cdef cudaError_t st
+    if len(handle) != MCY_IPC_HANDLE_SIZE:
+        raise ValueError(f"handle must be exactly {MCY_IPC_HANDLE_SIZE} bytes, got {len(handle)}")
+    _need_bound()
+    c_memcpy(h.reserved, <const char*>handle, MCY_IPC_HANDLE_SIZE)
+    with nogil:
+        st = mcy_rt.fn.IpcOpenMemHandle(&p, h, f)
+    _check(st, "IpcOpenMemHandle")
+    return <uintptr_t>p
+
+
+def ipcCloseMemHandle(ptr):
+    cdef void* p = <void*>_addr(ptr, "ptr")
+    cdef cudaError_t st
+    _need_bound()
+    with nogil:
+        st = mcy_rt.fn.IpcCloseMemHandle(p)
+    _check(st, "IpcCloseMemHandle")
+
+
+def pointerGetAttributes(ptr):
+    """``(memory_type, device, device_pointer, host_pointer)`` of an address.
+
+    ``memory_type`` is one of ``"unregistered"``, ``"host"``, ``"device"``,
+    ``"managed"`` whatever the vendor's numbering.  Memory the runtime does not
+    know is ``("unregistered", -1, 0, 0)``; runtimes that report such memory as
+    an invalid-value error (HIP 5) are normalised to that answer.
+    """
+    cdef char buf[_PTR_ATTR_BUFFER]
+    cdef const void* p = <const void*>_addr(ptr, "ptr")
+    cdef cudaError_t st
+    cdef int mtype = 0, dev = 0, managed = 0
+    cdef uintptr_t dptr = 0, hptr = 0
+    _need_bound()
+    c_memset(buf, 0, _PTR_ATTR_BUFFER)
+    with nogil:
+        st = mcy_rt.fn.PointerGetAttributes(<void*>buf, p)
+    if st == 1 and _platform == "rocm":  # hipErrorInvalidValue: memory HIP never saw
+        with nogil:
+            mcy_rt.fn.GetLastError()
+        return ("unregistered", -1, 0, 0)
+    _check(st, "PointerGetAttributes")
+    t = _table
+    c_memcpy(&mtype, buf + <int>t.pointer_type_offset, sizeof(int))
+    c_memcpy(&dev, buf + <int>t.pointer_device_offset, sizeof(int))
+    c_memcpy(&dptr, buf + <int>t.pointer_devptr_offset, sizeof(uintptr_t))
+    c_memcpy(&hptr, buf + <int>t.pointer_hostptr_offset, sizeof(uintptr_t))
+    kind = t.memory_type_names.get(mtype, "unregistered")
+    if t.pointer_managed_offset is not None:
+        c_memcpy(&managed, buf + <int>t.pointer_managed_offset, sizeof(int))
+        if managed:
+            kind = "managed"
+    if kind == "unregistered":
+        dev = -1
+    return (kind, dev, dptr, hptr)
+
+
+# ---------------------------------------------------------------- errors
+
+def getLastError():
+    """Return and clear the runtime's last error status (0 when none)."""
+    _need_bound()
+    cdef cudaError_t st
+    with nogil:
+        st = mcy_rt.fn.GetLastError()
+    return st
+
+
+def peekAtLastError():
+    """Return the runtime's last error status without clearing it."""
+    _need_bound()
+    cdef cudaError_t st
+    with nogil:
+        st = mcy_rt.fn.PeekAtLastError()
+    return st
+
+
+def getErrorName(int status):
+    _need_bound()
+    cdef const char* s
+    with nogil:
+        s = mcy_rt.fn.GetErrorName(status)
+    return _text(s)
+
+
+def getErrorString(int status):
+    _need_bound()
+    cdef const char* s
+    with nogil:
+        s = mcy_rt.fn.GetErrorString(status)
+    return _text(s)

@@ -1,0 +1,359 @@
+"""Finding, opening and binding the GPU runtime (libcudart or libamdhip64).
+
+ctypes does the finding and opening only; each symbol's address is handed to
+the Cython table in :mod:`monarch_cy._hip_shim`, through which every call then
+goes at C speed.  Nothing here runs at ``import monarch_cy``: binding happens on
+the first :func:`ensure_bound` (the owning tier calls it).
+
+Order of the search (the first that opens and binds wins):
+
+1. ``MONARCH_CY_GPU_RUNTIME_LIBRARY=/path/to/lib.so``: that file and nothing
+   else; its platform is read off its symbols.
+2. ``MONARCH_CY_GPU_PLATFORM=cuda|rocm|none`` restricts the platform (``none``
+   switches GPU support off; unset or ``auto`` tries both).
+3. A runtime already loaded in this process (torch's, typically), reused
+   without loading anything, so a second CUDA or HIP runtime is never loaded.
+4. The runtime bundled with torch (``torch/lib``, and the nvidia wheel that a
+   CUDA build of torch loads its runtime from), found without importing torch.
+5. The system's sonames: ``libcudart.so.13``, ``.12``; ``libamdhip64.so.7``,
+   ``.6``, ``.5`` (the loader's path, then ``CUDA_HOME``/``ROCM_PATH``).
+6. pip's nvidia wheels (``nvidia/cu13/lib``, ``nvidia/cuda_runtime/lib``).
+
+Where both vendors could match, the platform torch was built for goes first,
+then the one whose driver device exists (``/dev/kfd`` for ROCm,
+``/dev/nvidiactl`` for CUDA), then CUDA.  Failing everything raises
+:class:`~monarch_cy.errors.GpuRuntimeUnavailable` listing every place tried.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from monarch_cy._errors import GpuRuntimeUnavailable
+from monarch_cy._platform_tables import PlatformTable, table_for
+
+__all__ = [
+    "ENV_PLATFORM",
+    "ENV_LIBRARY",
+    "RuntimeBinding",
+    "Candidate",
+    "ensure_bound",
+    "current",
+    "reset",
+    "requested_platform",
+    "candidates",
+]
+
+ENV_PLATFORM = "MONARCH_CY_GPU_PLATFORM"
+ENV_LIBRARY = "MONARCH_CY_GPU_RUNTIME_LIBRARY"
+
+_PLATFORMS = ("cuda", "rocm")
+_SONAMES = {
+    "cuda": ("libcudart.so.13", "libcudart.so.12"),
+    "rocm": ("libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"),
+}
+_FILE_PATTERNS = {"cuda": "libcudart.so*", "rocm": "libamdhip64.so*"}
+_MAPS_PATTERN = re.compile(r"(/\S*/(libcudart\.so[.\d]*|libamdhip64\.so[.\d]*))$")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One place the runtime may be: a file path or a bare soname."""
+
+    platform: str
+    location: str
+    source: str  # "env", "already loaded", "torch", "system", "pip wheel"
+
+    def describe(self) -> str:
+        return f"{self.source}: {self.location} ({self.platform})"
+
+
+@dataclass(frozen=True)
+class RuntimeBinding:
+    """The runtime in force: what was bound, from where, at which version."""
+
+    platform: str
+    path: str
+    source: str
+    version: int
+    table: PlatformTable
+    symbols: dict[str, str] = field(default_factory=dict)
+    tried: tuple[str, ...] = ()
+
+    @property
+    def version_text(self) -> str:
+        if self.platform == "cuda":
+            return f"{self.version // 1000}.{self.version % 1000 // 10}"
+        major, rest = divmod(self.version, 10_000_000)
+        return f"{major}.{rest // 100_000}.{rest % 100_000}"
+
+
+_lock = threading.Lock()
+_binding: RuntimeBinding | None = None
+
+
+def requested_platform() -> str:
+    """The platform asked for by ``MONARCH_CY_GPU_PLATFORM``: cuda, rocm, none or auto."""
+    raw = os.environ.get(ENV_PLATFORM, "").strip().lower()
+    if raw in ("", "auto"):
+        return "auto"
+    if raw in ("cuda", "rocm", "none"):
+        return raw
+    raise ValueError(
+        f"{ENV_PLATFORM}={os.environ.get(ENV_PLATFORM)!r} is not a platform; "
+        "use cuda, rocm, none or auto"
+    )
+
+
+def current() -> RuntimeBinding | None:
+    """The binding in force, or ``None`` before the first :func:`ensure_bound`."""
+    return _binding
+
+
+def reset() -> None:
+    """Unbind, so that the next :func:`ensure_bound` searches again (tests use this).
+
+    The library stays loaded in the process: unloading a GPU runtime is unsafe.
+    """
+    global _binding
+    from monarch_cy import _hip_shim
+
+    with _lock:
+        _hip_shim.unbind()
+        _binding = None
+
+
+def ensure_bound() -> RuntimeBinding:
+    """Bind the runtime on first use and return the binding; thread-safe.
+
+    Raises ``GpuRuntimeUnavailable`` (listing every place tried) when none
+    binds, and ``ValueError`` for an unknown ``MONARCH_CY_GPU_PLATFORM``.
+    """
+    global _binding
+    b = _binding
+    if b is not None:
+        return b
+    with _lock:
+        if _binding is None:
+            _binding = _search_and_bind()
+        return _binding
+
+
+# ------------------------------------------------------------------ search
+
+
+def _torch_dir() -> Path | None:
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _torch_platform(torch_dir: Path | None) -> str | None:
+    """cuda / rocm / None, read from torch/version.py without importing torch."""
+    if torch_dir is None:
+        return None
+    try:
+        text = (torch_dir / "version.py").read_text()
+    except OSError:
+        return None
+    if re.search(r"^hip\s*(:\s*\S+)?\s*=\s*['\"]", text, re.M):
+        return "rocm"
+    if re.search(r"^cuda\s*(:\s*\S+)?\s*=\s*['\"]", text, re.M):
+        return "cuda"
+    return None
+
+
+def _platform_order(requested: str, torch_dir: Path | None) -> list[str]:
+    if requested in _PLATFORMS:
+        return [requested]
+    first = _torch_platform(torch_dir)
+    if first is None:
+        if os.path.exists("/dev/kfd") and not os.path.exists("/dev/nvidiactl"):
+            first = "rocm"
+        else:
+            first = "cuda"
+    return [first] + [p for p in _PLATFORMS if p != first]
+
+
+def _loaded_runtimes() -> list[tuple[str, str]]:
+    """(platform, path) of GPU runtimes already mapped into this process."""
+    found: list[tuple[str, str]] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                m = _MAPS_PATTERN.search(line.strip())
+                if m:
+                    plat = "rocm" if "amdhip64" in m.group(2) else "cuda"
+                    if (plat, m.group(1)) not in found:
+                        found.append((plat, m.group(1)))
+    except OSError:
+        pass
+    return found
+
+
+def _site_dirs() -> list[Path]:
+    return [Path(p) for p in sys.path if p and os.path.isdir(p)]
+
+
+def candidates(requested: str | None = None) -> list[Candidate]:
+    """Every place to try, in order, for the requested platform."""
+    requested = requested_platform() if requested is None else requested
+    if requested == "none":
+        return []
+    explicit = os.environ.get(ENV_LIBRARY, "").strip()
+    if explicit:
+        return [Candidate("auto", explicit, "env")]
+    torch_dir = _torch_dir()
+    order = _platform_order(requested, torch_dir)
+    out: list[Candidate] = []
+    loaded = _loaded_runtimes()
+    for plat in order:
+        out += [Candidate(plat, path, "already loaded") for p, path in loaded if p == plat]
+    for plat in order:
+        if any(p == plat for p, _ in loaded):
+            continue  # never load a second copy next to one already mapped
+        if torch_dir is not None:
+            for f in sorted(glob.glob(str(torch_dir / "lib" / _FILE_PATTERNS[plat]))):
+                out.append(Candidate(plat, f, "torch"))
+            if plat == "cuda" and _torch_platform(torch_dir) == "cuda":
+                for sub in ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib"):
+                    d = torch_dir.parent / sub
+                    for f in sorted(glob.glob(str(d / "libcudart.so.1*")), reverse=True):
+                        out.append(Candidate(plat, f, "torch"))
+    for plat in order:
+        if any(p == plat for p, _ in loaded):
+            continue
+        out += [Candidate(plat, so, "system") for so in _SONAMES[plat]]
+        homes = ("CUDA_HOME", "CUDA_PATH") if plat == "cuda" else ("ROCM_PATH",)
+        defaults = ("/usr/local/cuda",) if plat == "cuda" else ("/opt/rocm",)
+        for home in [os.environ.get(h) for h in homes] + list(defaults):
+            if not home:
+                continue
+            for libdir in ("lib64", "lib"):
+                for so in _SONAMES[plat]:
+                    f = os.path.join(home, libdir, so)
+                    if os.path.exists(f):
+                        out.append(Candidate(plat, f, "system"))
+    if "cuda" in order and not any(p == "cuda" for p, _ in loaded):
+        for site in _site_dirs():
+            for sub in ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib"):
+                for f in sorted(glob.glob(str(site / sub / "libcudart.so.1*")), reverse=True):
+                    out.append(Candidate("cuda", f, "pip wheel"))
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for c in out:
+        key = (c.platform, os.path.realpath(c.location) if os.sep in c.location else c.location)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
+
+
+# ------------------------------------------------------------------ binding
+
+
+def _open(c: Candidate) -> ctypes.CDLL:
+    if c.source == "already loaded":
+        return ctypes.CDLL(c.location, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    return ctypes.CDLL(c.location)
+
+
+def _platform_of(lib: ctypes.CDLL) -> str:
+    for plat, probe in (("rocm", "hipMalloc"), ("cuda", "cudaMalloc")):
+        try:
+            getattr(lib, probe)
+            return plat
+        except AttributeError:
+            pass
+    raise LookupError("exports neither cudaMalloc nor hipMalloc")
+
+
+def _version(lib: ctypes.CDLL, platform: str, location: str) -> int:
+    """The runtime version: asked once through ctypes (bind time, not a hot path)."""
+    fn = getattr(lib, "cudaRuntimeGetVersion" if platform == "cuda" else "hipRuntimeGetVersion")
+    v = ctypes.c_int(0)
+    if fn(ctypes.byref(v)) == 0 and v.value > 0:
+        return v.value
+    m = re.search(r"\.so\.(\d+)", location)  # fall back on the soname's major version
+    if not m:
+        raise LookupError("the runtime reports no version and its file name carries none")
+    major = int(m.group(1))
+    return major * 1000 if platform == "cuda" else major * 10_000_000
+
+
+def _addresses(lib: ctypes.CDLL, platform: str, table: PlatformTable):
+    from monarch_cy import _hip_shim
+
+    addresses, symbols, missing = [], {}, []
+    for cuda_name, hip_name in _hip_shim.function_names():
+        short = cuda_name[len("cuda"):]
+        default = cuda_name if platform == "cuda" else hip_name
+        for sym in (*table.symbol_alternatives.get(short, ()), default):
+            try:
+                fn = getattr(lib, sym)
+            except AttributeError:
+                continue
+            addresses.append(ctypes.cast(fn, ctypes.c_void_p).value)
+            symbols[short] = sym
+            break
+        else:
+            missing.append(default)
+    if missing:
+        raise LookupError("missing symbols: " + ", ".join(missing))
+    return addresses, symbols
+
+
+def _library_path(lib: ctypes.CDLL, fallback: str) -> str:
+    """The file a handle came from, as the dynamic loader resolved it."""
+    for plat, path in _loaded_runtimes():
+        if os.path.basename(path).split(".so")[0] == os.path.basename(fallback).split(".so")[0]:
+            return path
+    return fallback
+
+
+def _search_and_bind() -> RuntimeBinding:
+    from monarch_cy import _hip_shim
+
+    requested = requested_platform()
+    if requested == "none":
+        raise GpuRuntimeUnavailable(f"GPU support is switched off ({ENV_PLATFORM}=none)")
+    tried: list[str] = []
+    for c in candidates(requested):
+        try:
+            lib = _open(c)
+        except OSError as e:
+            tried.append(f"{c.describe()}: cannot open ({e})")
+            continue
+        try:
+            platform = _platform_of(lib) if c.platform == "auto" else c.platform
+            if requested in _PLATFORMS and platform != requested:
+                raise LookupError(f"it is a {platform} runtime, but {ENV_PLATFORM}={requested}")
+            version = _version(lib, platform, c.location)
+            table = table_for(platform, version)
+            addresses, symbols = _addresses(lib, platform, table)
+        except (LookupError, ValueError, AttributeError) as e:
+            tried.append(f"{c.describe()}: opened but not usable ({e})")
+            continue
+        _hip_shim.bind(platform, addresses, table)
+        tried.append(f"{c.describe()}: bound")
+        path = c.location if os.sep in c.location else _library_path(lib, c.location)
+        return RuntimeBinding(platform, path, c.source, version, table, symbols, tuple(tried))
+    where = "" if requested == "auto" else f" for {ENV_PLATFORM}={requested}"
+    raise GpuRuntimeUnavailable(
+        f"no GPU runtime (libcudart or libamdhip64) could be bound{where}", tuple(tried) or (
+            "nothing to try: no runtime is loaded, bundled with torch, installed "
+            "system-wide or in pip's nvidia wheels",
+        )
+    )
