@@ -1,0 +1,146 @@
+"""What this machine offers monarch_cy: the platform report behind ``monarch-cy info``.
+
+Every probe here is best-effort and reports why something is unavailable
+instead of raising; nothing in it is on a hot path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import platform as _pyplatform
+import sys
+from pathlib import Path
+from typing import Any
+
+from monarch_cy import __version__, _runtime
+
+_NCCL_SONAMES = {"cuda": ("libnccl.so.2",), "rocm": ("librccl.so.1",)}
+
+
+def _gpu_report() -> dict[str, Any]:
+    out: dict[str, Any] = {"requested": None, "bound": False}
+    try:
+        out["requested"] = _runtime.requested_platform()
+        binding = _runtime.ensure_bound()
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        out["error"] = str(e)
+        return out
+    from monarch_cy import _hip_shim as rt
+    from monarch_cy.errors import GpuRuntimeError
+
+    out.update(
+        bound=True,
+        platform=binding.platform,
+        library=binding.path,
+        found_via=binding.source,
+        runtime_version=binding.version_text,
+        table=binding.table.name,
+    )
+    try:
+        out["driver_version"] = rt.driverGetVersion()
+    except GpuRuntimeError as e:
+        out["driver_version"] = f"unavailable ({e.name})"
+    devices = []
+    try:
+        from monarch_cy.gpu import Device
+
+        for ordinal in range(rt.getDeviceCount()):
+            p = Device(ordinal).properties
+            devices.append(
+                {
+                    "ordinal": ordinal,
+                    "name": p.name,
+                    "pci_bus_id": p.pci_bus_id,
+                    "total_memory_gib": round(p.total_memory / 2**30, 1),
+                    "arch": p.arch,
+                    "compute_capability": "%d.%d" % p.compute_capability,
+                    "multiprocessors": p.multiprocessor_count,
+                }
+            )
+    except GpuRuntimeError as e:
+        out["devices_error"] = f"{e.name}: {e.message}"
+    out["devices"] = devices
+    return out
+
+
+def _nccl_report(platform: str | None) -> dict[str, Any]:
+    """Whether NCCL (CUDA) or RCCL (ROCm) can be loaded, and its version."""
+    plats = [platform] if platform in _NCCL_SONAMES else list(_NCCL_SONAMES)
+    tried = []
+    for plat in plats:
+        places = list(_NCCL_SONAMES[plat])
+        for site in [Path(p) for p in sys.path if p and os.path.isdir(p)]:
+            places += sorted(glob.glob(str(site / "torch" / "lib" / ("librccl.so*" if plat == "rocm" else "libnccl.so*"))))
+            if plat == "cuda":
+                places += sorted(glob.glob(str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")))
+        for place in places:
+            try:
+                lib = ctypes.CDLL(place)
+                v = ctypes.c_int(0)
+                if lib.ncclGetVersion(ctypes.byref(v)) != 0:
+                    raise OSError("ncclGetVersion failed")
+            except (OSError, AttributeError) as e:
+                tried.append(f"{place}: {e}")
+                continue
+            code = v.value
+            major, minor, patch = (code // 10000, code // 100 % 100, code % 100) if code >= 10000 else (
+                code // 1000, code // 100 % 10, code % 100)
+            return {"available": True, "library": "RCCL" if plat == "rocm" else "NCCL",
+                    "path": place, "version": f"{major}.{minor}.{patch}"}
+    return {"available": False, "tried": tried}
+
+
+def _verbs_report() -> dict[str, Any]:
+    try:
+        import pyverbs.device as d  # noqa: PLC0415 - optional dependency
+    except ImportError as e:
+        return {"available": False, "reason": f"pyverbs not importable ({e})"}
+    try:
+        devices = [dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name) for dev in d.get_device_list()]
+    except Exception as e:  # noqa: BLE001 - pyverbs raises its own errors
+        return {"available": False, "reason": f"no verbs devices ({e})"}
+    return {"available": bool(devices), "devices": devices}
+
+
+def report() -> dict[str, Any]:
+    gpu = _gpu_report()
+    return {
+        "monarch_cy": __version__,
+        "python": sys.version.split()[0],
+        "machine": f"{_pyplatform.system()} {_pyplatform.machine()}, {os.cpu_count()} CPUs",
+        "gpu": gpu,
+        "collectives": _nccl_report(gpu.get("platform")),
+        "verbs": _verbs_report(),
+    }
+
+
+def format_report(r: dict[str, Any]) -> str:
+    g = r["gpu"]
+    lines = [f"monarch_cy {r['monarch_cy']}  (Python {r['python']}, {r['machine']})"]
+    if not g["bound"]:
+        lines.append(f"GPU runtime:  none ({g.get('error', '').splitlines()[0] if g.get('error') else 'not found'})")
+        if g.get("error") and "\n" in g["error"]:
+            lines += ["  " + ln for ln in g["error"].splitlines()[1:]]
+        lines.append("platform:     CPU only (meshes run as CPU processes)")
+    else:
+        lines.append(f"platform:     {g['platform']}  (requested: {g['requested']})")
+        lines.append(f"GPU runtime:  {g['library']}  [{g['found_via']}], version {g['runtime_version']}, table {g['table']}")
+        lines.append(f"driver:       {g['driver_version'] or 'none installed (version 0)'}")
+        if g["devices"]:
+            for d in g["devices"]:
+                lines.append(
+                    f"device {d['ordinal']}:     {d['name']}  {d['arch']}  {d['total_memory_gib']} GiB  "
+                    f"{d['multiprocessors']} SMs/CUs  PCI {d['pci_bus_id']}"
+                )
+        else:
+            lines.append(f"devices:      none ({g.get('devices_error', 'count is 0')})")
+    c = r["collectives"]
+    if c["available"]:
+        lines.append(f"collectives:  {c['library']} {c['version']}  ({c['path']})")
+    else:
+        lines.append("collectives:  NCCL/RCCL not found; CPU meshes use gloo")
+    v = r["verbs"]
+    lines.append("verbs:        " + (", ".join(v["devices"]) if v["available"] else f"unavailable: {v['reason']}"))
+    return "\n".join(lines)

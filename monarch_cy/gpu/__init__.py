@@ -1,0 +1,38 @@
+"""Owning GPU objects over the runtime shim (re-exports only).
+
+Importing this module loads no GPU library; the runtime is bound on the first
+object made (see :mod:`monarch_cy._runtime` for the search order).
+"""
+
+from monarch_cy.gpu._device import Device, DeviceProperties, device_count
+from monarch_cy.gpu._event import Event
+from monarch_cy.gpu._ipc import IpcHandle, IpcMapping
+from monarch_cy.gpu._memory import (
+    DeviceBuffer,
+    DeviceMemory,
+    HostMemory,
+    HostRegistration,
+    Memory,
+    PinnedBuffer,
+    copy,
+)
+from monarch_cy.gpu._stream import Stream
+from monarch_cy.gpu._torch import wrap_torch
+
+__all__ = [
+    "Device",
+    "DeviceProperties",
+    "device_count",
+    "Stream",
+    "Event",
+    "Memory",
+    "DeviceMemory",
+    "DeviceBuffer",
+    "HostMemory",
+    "HostRegistration",
+    "PinnedBuffer",
+    "IpcHandle",
+    "IpcMapping",
+    "copy",
+    "wrap_torch",
+]
