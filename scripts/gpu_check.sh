@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On a GPU machine with torch, Cython and pytest-benchmark already installed (no network
+# needed): build in place, prove the vendor-header build, run the GPU tests and the GPU
+# benchmarks.  Logs go to $OUT (or ./.out).  Extra pytest selection: GPU_TESTS.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-.out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+PY=${PYTHON:-python3}
+rc=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+"$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, torch.version.cuda)" | tee -a "$OUT/gpu.txt"
+cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+echo "== vendor-verified build against $cuda_home/include"
+MONARCH_CY_GPU_PLATFORM=cuda CUDA_HOME="$cuda_home" "$PY" setup.py build_ext --build-lib /tmp/mcy-vendor-build --build-temp /tmp/mcy-vendor-tmp >"$OUT/build-vendor.log" 2>&1 \
+    && echo "vendor build OK" || { echo "vendor build FAILED"; tail -30 "$OUT/build-vendor.log"; rc=1; }
+echo "== default build"
+"$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+"$PY" -m monarch_cy._cli info | tee "$OUT/info.txt"
+echo "== GPU tests"
+"$PY" -m pytest ${GPU_TESTS:-tests/gpu tests/test_package.py} -v -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
+[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+echo "== GPU benchmarks"
+MONARCH_CY_BENCH_JSON="$OUT/bench.json" "$PY" -m pytest bench/gpu -q -p no:cacheprovider \
+    --benchmark-columns=median,iqr,rounds 2>&1 | tee "$OUT/bench.log" | tail -25
+[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+exit $rc
