@@ -32,6 +32,12 @@ from libc.string cimport memset as c_memset, memcpy as c_memcpy
 cdef extern from "<string.h>" nogil:
     size_t strnlen(const char* s, size_t maxlen)
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred
+from cpython.long cimport PyLong_CheckExact
+
+cdef extern from "Python.h":
+    # Declared without an exception spec: -1 with an error set is handled here.
+    Py_ssize_t _as_ssize "PyLong_AsSsize_t"(object) noexcept
 
 from monarch_cy._errors import (
     GpuRuntimeError,
@@ -240,25 +246,48 @@ cdef inline int _check(cudaError_t st, str call) except -1:
     return 0
 
 
-cdef inline uintptr_t _addr(object value, str param) except? 0:
-    """A pointer or handle argument: a non-negative int."""
+cdef uintptr_t _addr_slow(object value, str param) except? 0:
     if value is None:
         return 0
-    try:
-        if value < 0:
-            raise ValueError(f"{param} must be a non-negative address, got {value!r}")
-        return <uintptr_t>value
-    except (TypeError, OverflowError):
-        raise TypeError(f"{param} must be an int address, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{param} must be an int address, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{param} must be a non-negative address, got {value!r}")
+    if value >= (1 << 64):
+        raise ValueError(f"{param} is not an address: {value!r} does not fit in 64 bits")
+    return <uintptr_t>value
+
+
+cdef inline uintptr_t _addr(object value, str param) except? 0:
+    """A pointer or handle argument: a non-negative int (``None`` means 0)."""
+    cdef Py_ssize_t r
+    if PyLong_CheckExact(value):
+        r = _as_ssize(value)
+        if r >= 0:
+            return <uintptr_t>r
+        if r == -1 and PyErr_Occurred():
+            PyErr_Clear()
+    return _addr_slow(value, param)
+
+
+cdef size_t _size_slow(object value, str param) except? 0:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{param} must be an int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{param} must be >= 0, got {value!r}")
+    raise ValueError(f"{param} is too large: {value!r}")
 
 
 cdef inline size_t _size(object value, str param) except? 0:
-    try:
-        if value < 0:
-            raise ValueError(f"{param} must be >= 0, got {value!r}")
-        return <size_t>value
-    except (TypeError, OverflowError):
-        raise ValueError(f"{param} must be an int in [0, 2**64), got {value!r}") from None
+    """A byte count: a non-negative int below 2**63."""
+    cdef Py_ssize_t r
+    if PyLong_CheckExact(value):
+        r = _as_ssize(value)
+        if r >= 0:
+            return <size_t>r
+        if r == -1 and PyErr_Occurred():
+            PyErr_Clear()
+    return _size_slow(value, param)
 
 
 # ---------------------------------------------------------------- devices
