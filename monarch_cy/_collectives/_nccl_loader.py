@@ -1,0 +1,274 @@
+"""Finding, opening and binding NCCL (CUDA) or RCCL (ROCm).
+
+ctypes finds and opens the library only; each ``nccl*`` symbol's address is
+handed to :mod:`monarch_cy._nccl_shim`, through which every call then goes at C
+speed.  Nothing here runs at import: :func:`ensure_loaded` binds on first use.
+
+Order of the search (the first that opens, binds and is new enough wins):
+
+1. ``MONARCH_CY_NCCL_LIBRARY=/path/to/libnccl.so.2``: that file, nothing else.
+2. A copy already mapped into this process (torch's, typically): reused with
+   ``RTLD_NOLOAD``, so that a second NCCL/RCCL is never loaded beside it.
+3. The copy bundled with torch (``torch/lib``; on CUDA builds of torch, the
+   ``nvidia/nccl/lib`` wheel torch depends on), found without importing torch.
+4. The system's soname: ``libnccl.so.2`` on CUDA, ``librccl.so.1`` on ROCm
+   (the loader's path, then ``CUDA_HOME``/``ROCM_PATH``).
+5. pip's ``nvidia-nccl-cu13``/``-cu12`` wheels (``nvidia/nccl/lib/libnccl.so.2``).
+
+The platform is the one the GPU runtime is bound to (:mod:`monarch_cy._runtime`),
+else ``MONARCH_CY_GPU_PLATFORM``, else the one torch was built for, else the one
+whose driver device exists, else CUDA first.  A library older than
+:data:`MIN_VERSION` is skipped with the reason recorded; failing everything
+raises :class:`NcclUnavailable` listing every place tried.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from monarch_cy import _runtime
+from monarch_cy._collectives._errors import NcclUnavailable
+
+__all__ = [
+    "ENV_LIBRARY",
+    "MIN_VERSION",
+    "NcclBinding",
+    "Candidate",
+    "candidates",
+    "ensure_loaded",
+    "current",
+    "reset",
+    "version_code",
+    "version_tuple",
+]
+
+ENV_LIBRARY = "MONARCH_CY_NCCL_LIBRARY"
+MIN_VERSION = (2, 13, 0)  # ncclGetLastError; RCCL 2.13.4 (Debian trixie) is the oldest seen working
+_SONAMES = {"cuda": ("libnccl.so.2",), "rocm": ("librccl.so.1",)}
+_FILE_PATTERNS = {"cuda": "libnccl.so*", "rocm": "librccl.so*"}
+_MAPS_PATTERN = re.compile(r"(/\S*/(libnccl\.so[.\d]*|librccl\.so[.\d]*))$")
+
+
+def version_code(major: int, minor: int, patch: int) -> int:
+    """NCCL_VERSION(): ``X*1000+Y*100+Z`` up to 2.8, ``X*10000+Y*100+Z`` after."""
+    if major <= 2 and minor <= 8:
+        return major * 1000 + minor * 100 + patch
+    return major * 10000 + minor * 100 + patch
+
+
+def version_tuple(code: int) -> tuple[int, int, int]:
+    """The inverse of :func:`version_code` (22803 -> (2, 28, 3))."""
+    if code >= 10000:
+        return (code // 10000, code // 100 % 100, code % 100)
+    return (code // 1000, code // 100 % 10, code % 100)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    platform: str
+    location: str
+    source: str  # "env", "already loaded", "torch", "system", "pip wheel"
+
+    def describe(self) -> str:
+        return f"{self.source}: {self.location} ({self.platform})"
+
+
+@dataclass(frozen=True)
+class NcclBinding:
+    """The library in force."""
+
+    platform: str  # "cuda" (NCCL) or "rocm" (RCCL)
+    path: str
+    source: str
+    version: int
+    missing_optional: tuple[str, ...] = ()
+    tried: tuple[str, ...] = ()
+
+    @property
+    def version_text(self) -> str:
+        return "%d.%d.%d" % version_tuple(self.version)
+
+    @property
+    def library(self) -> str:
+        return "RCCL" if self.platform == "rocm" else "NCCL"
+
+
+_lock = threading.Lock()
+_binding: NcclBinding | None = None
+
+
+def current() -> NcclBinding | None:
+    return _binding
+
+
+def reset() -> None:
+    """Unbind so that the next :func:`ensure_loaded` searches again (the library stays loaded)."""
+    global _binding
+    from monarch_cy import _nccl_shim
+
+    with _lock:
+        _nccl_shim.unbind()
+        _binding = None
+
+
+def ensure_loaded() -> NcclBinding:
+    """Bind NCCL/RCCL on first use and return the binding; thread-safe."""
+    global _binding
+    b = _binding
+    if b is not None:
+        return b
+    with _lock:
+        if _binding is None:
+            _binding = _search_and_bind()
+        return _binding
+
+
+def _platform_order() -> list[str]:
+    bound = _runtime.current()
+    if bound is not None:
+        return [bound.platform]
+    requested = _runtime.requested_platform()
+    if requested in ("cuda", "rocm"):
+        return [requested]
+    if requested == "none":
+        return []
+    first = _runtime._torch_platform(_runtime._torch_dir())
+    if first is None:
+        first = "rocm" if os.path.exists("/dev/kfd") and not os.path.exists("/dev/nvidiactl") else "cuda"
+    return [first] + [p for p in ("cuda", "rocm") if p != first]
+
+
+def _loaded() -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                m = _MAPS_PATTERN.search(line.strip())
+                if m:
+                    entry = ("rocm" if "rccl" in m.group(2) else "cuda", m.group(1))
+                    if entry not in found:
+                        found.append(entry)
+    except OSError:
+        pass
+    return found
+
+
+def _site_dirs() -> list[Path]:
+    import sys
+
+    return [Path(p) for p in sys.path if p and os.path.isdir(p)]
+
+
+def candidates() -> list[Candidate]:
+    """Every place to try, in order."""
+    explicit = os.environ.get(ENV_LIBRARY, "").strip()
+    if explicit:
+        return [Candidate("auto", explicit, "env")]
+    order = _platform_order()
+    loaded = _loaded()
+    out = [Candidate(p, path, "already loaded") for plat in order for p, path in loaded if p == plat]
+    unloaded = [p for p in order if not any(q == p for q, _ in loaded)]
+    torch_dir = _runtime._torch_dir()
+    torch_plat = _runtime._torch_platform(torch_dir)
+    for plat in unloaded:
+        if torch_dir is None:
+            continue
+        for f in sorted(glob.glob(str(torch_dir / "lib" / _FILE_PATTERNS[plat]))):
+            out.append(Candidate(plat, f, "torch"))
+        if plat == "cuda" and torch_plat == "cuda":
+            f = torch_dir.parent / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+            if f.exists():
+                out.append(Candidate(plat, str(f), "torch"))
+    for plat in unloaded:
+        out += [Candidate(plat, so, "system") for so in _SONAMES[plat]]
+        homes = ("CUDA_HOME", "CUDA_PATH") if plat == "cuda" else ("ROCM_PATH",)
+        defaults = ("/usr/local/cuda",) if plat == "cuda" else ("/opt/rocm",)
+        for home in [os.environ.get(h) for h in homes] + list(defaults):
+            for libdir in ("lib64", "lib"):
+                for so in _SONAMES[plat]:
+                    f = os.path.join(home or "", libdir, so)
+                    if home and os.path.exists(f):
+                        out.append(Candidate(plat, f, "system"))
+    if "cuda" in unloaded:
+        for site in _site_dirs():
+            f = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+            if f.exists():
+                out.append(Candidate("cuda", str(f), "pip wheel"))
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for c in out:
+        key = (c.platform, os.path.realpath(c.location) if os.sep in c.location else c.location)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
+
+
+def _open(c: Candidate) -> ctypes.CDLL:
+    if c.source == "already loaded":
+        return ctypes.CDLL(c.location, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    return ctypes.CDLL(c.location)
+
+
+def _addresses(lib: ctypes.CDLL) -> tuple[list[int], tuple[str, ...]]:
+    from monarch_cy import _nccl_shim
+
+    addresses, missing_required, missing_optional = [], [], []
+    for sym, required in _nccl_shim.function_names():
+        try:
+            addresses.append(ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value)
+        except AttributeError:
+            addresses.append(0)
+            (missing_required if required else missing_optional).append(sym)
+    if missing_required:
+        raise LookupError("missing symbols: " + ", ".join(missing_required))
+    return addresses, tuple(missing_optional)
+
+
+def _library_version(lib: ctypes.CDLL) -> int:
+    v = ctypes.c_int(0)
+    if lib.ncclGetVersion(ctypes.byref(v)) != 0 or v.value <= 0:
+        raise LookupError("ncclGetVersion failed")
+    return v.value
+
+
+def _search_and_bind() -> NcclBinding:
+    from monarch_cy import _nccl_shim
+
+    if not os.environ.get(ENV_LIBRARY, "").strip() and _runtime.requested_platform() == "none":
+        raise NcclUnavailable(f"GPU support is switched off ({_runtime.ENV_PLATFORM}=none)")
+    minimum = version_code(*MIN_VERSION)
+    tried: list[str] = []
+    for c in candidates():
+        try:
+            lib = _open(c)
+        except OSError as e:
+            tried.append(f"{c.describe()}: cannot open ({e})")
+            continue
+        try:
+            version = _library_version(lib)
+            if version < minimum:
+                raise LookupError(
+                    "version %d.%d.%d is older than the minimum supported %d.%d.%d"
+                    % (*version_tuple(version), *MIN_VERSION)
+                )
+            addresses, missing_optional = _addresses(lib)
+        except (LookupError, AttributeError) as e:
+            tried.append(f"{c.describe()}: opened but not usable ({e})")
+            continue
+        platform = c.platform
+        if platform == "auto":
+            platform = "rocm" if "rccl" in os.path.basename(c.location) else "cuda"
+        _nccl_shim.bind(addresses)
+        tried.append(f"{c.describe()}: bound")
+        return NcclBinding(platform, c.location, c.source, version, missing_optional, tuple(tried))
+    raise NcclUnavailable(
+        "no NCCL/RCCL library could be bound (pip install nvidia-nccl-cu13 provides one for CUDA)",
+        tuple(tried) or ("nothing to try: no platform is enabled",),
+    )
