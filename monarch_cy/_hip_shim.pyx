@@ -100,6 +100,21 @@ cdef extern from "mcy_cuda_names.h" nogil:
         mcy_rt_fns fn
         void* slot[1]
 
+    ctypedef unsigned long long mcy_devptr_t
+    ctypedef struct mcy_drv_fns:
+        int (*Init)(unsigned int) noexcept nogil
+        int (*MemGetAddressRange)(mcy_devptr_t*, size_t*, mcy_devptr_t) noexcept nogil
+        int (*MemGetHandleForAddressRange)(void*, mcy_devptr_t, size_t, int, unsigned long long) noexcept nogil
+        int (*GetErrorName)(int, const char**) noexcept nogil
+    ctypedef union mcy_drv_table:
+        mcy_drv_fns fn
+        void* slot[1]
+    enum: MCY_DRV_NFUNCS
+    enum: MCY_RANGE_HANDLE_DMA_BUF_FD
+    const char* const mcy_drv_cuda_names[]
+    const char* const mcy_drv_hip_names[]
+    mcy_drv_table mcy_drv
+
     enum: MCY_RT_NFUNCS
     enum: MCY_SUCCESS
     enum: MCY_ERROR_MEMORY_ALLOCATION
@@ -178,6 +193,96 @@ def bind(str platform, list addresses, table):
     _bound = 1
 
 
+def driver_function_names():
+    """``[(cuda_driver_symbol, hip_symbol), ...]``: the optional driver-level table."""
+    return [
+        (mcy_drv_cuda_names[i].decode(), mcy_drv_hip_names[i].decode())
+        for i in range(MCY_DRV_NFUNCS)
+    ]
+
+
+cdef str _drv_where = "no driver library was bound"
+
+
+def bind_driver(list addresses, str where=""):
+    """Install the optional driver-level functions; ``0`` marks one as absent.
+
+    ``where`` says what was searched, for the error raised when an absent
+    function is called.  Call after :func:`bind`.
+    """
+    global _drv_where
+    if len(addresses) != MCY_DRV_NFUNCS:
+        raise ValueError(f"addresses must hold {MCY_DRV_NFUNCS} entries, got {len(addresses)}")
+    for i, a in enumerate(addresses):
+        if not isinstance(a, int) or a < 0:
+            raise ValueError(f"address of {mcy_drv_cuda_names[i].decode()} must be an int >= 0, got {a!r}")
+        mcy_drv.slot[i] = <void*><uintptr_t>a
+    _drv_where = where or "the driver library"
+
+
+cdef int _need_drv(void* slot, str name) except -1:
+    if not _bound:
+        _not_bound()
+    if slot == NULL:
+        raise GpuRuntimeUnavailable(f"{name} is not available: {_drv_where} does not provide it")
+    return 0
+
+
+cdef int _drv_fail(int st, str call) except -1:
+    cdef const char* name_p = NULL
+    if mcy_drv.fn.GetErrorName != NULL:
+        mcy_drv.fn.GetErrorName(st, &name_p)
+        name = _text(name_p) or f"driver error {st}"
+    elif _platform == "rocm":
+        name = _text(mcy_rt.fn.GetErrorName(st))
+    else:
+        name = f"driver error {st}"
+    cls = OutOfMemoryError if st == 2 else (NoDeviceError if st in _no_device_statuses else GpuRuntimeError)
+    raise cls(st, name, name, call)
+
+
+def memGetAddressRange(ptr):
+    """``(base, size)`` of the allocation holding device address ``ptr`` (driver level)."""
+    cdef mcy_devptr_t p = <mcy_devptr_t>_addr(ptr, "ptr")
+    cdef mcy_devptr_t base = 0
+    cdef size_t size = 0
+    cdef int st
+    _need_drv(<void*>mcy_drv.fn.MemGetAddressRange, "memGetAddressRange")
+    with nogil:
+        st = mcy_drv.fn.MemGetAddressRange(&base, &size, p)
+    if st != 0:
+        _drv_fail(st, "MemGetAddressRange")
+    return <uintptr_t>base, size
+
+
+def memGetDmaBufFd(ptr, size):
+    """A dma-buf file descriptor for ``size`` bytes of device memory at ``ptr``.
+
+    The caller owns the descriptor and must ``os.close`` it.  ``ptr`` and
+    ``size`` must be page-aligned on CUDA.
+    """
+    cdef mcy_devptr_t p = <mcy_devptr_t>_addr(ptr, "ptr")
+    cdef size_t n = _size(size, "size")
+    cdef int fd = -1
+    cdef int st
+    _need_drv(<void*>mcy_drv.fn.MemGetHandleForAddressRange, "memGetDmaBufFd")
+    with nogil:
+        st = mcy_drv.fn.MemGetHandleForAddressRange(&fd, p, n, MCY_RANGE_HANDLE_DMA_BUF_FD, 0)
+    if st != 0:
+        _drv_fail(st, "MemGetHandleForAddressRange")
+    return fd
+
+
+def driverInit():
+    """Initialise the driver API (idempotent; the runtime usually did already)."""
+    cdef int st
+    _need_drv(<void*>mcy_drv.fn.Init, "driverInit")
+    with nogil:
+        st = mcy_drv.fn.Init(0)
+    if st != 0:
+        _drv_fail(st, "Init")
+
+
 def unbind():
     """Forget the bound runtime (the library stays loaded).  For tests and shutdown."""
     global _bound, _platform, _table
@@ -185,6 +290,7 @@ def unbind():
     _platform = None
     _table = None
     c_memset(&mcy_rt, 0, sizeof(mcy_rt))
+    c_memset(&mcy_drv, 0, sizeof(mcy_drv))
 
 
 def is_bound():

@@ -61,7 +61,6 @@ _SONAMES = {
     "rocm": ("libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"),
 }
 _FILE_PATTERNS = {"cuda": "libcudart.so*", "rocm": "libamdhip64.so*"}
-_MAPS_PATTERN = re.compile(r"(/\S*/(libcudart\.so[.\d]*|libamdhip64\.so[.\d]*))$")
 
 
 @dataclass(frozen=True)
@@ -189,18 +188,9 @@ def _platform_order(requested: str, torch_dir: Path | None) -> list[str]:
 
 def _loaded_runtimes() -> list[tuple[str, str]]:
     """(platform, path) of GPU runtimes already mapped into this process."""
-    found: list[tuple[str, str]] = []
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                m = _MAPS_PATTERN.search(line.strip())
-                if m:
-                    plat = "rocm" if "amdhip64" in m.group(2) else "cuda"
-                    if (plat, m.group(1)) not in found:
-                        found.append((plat, m.group(1)))
-    except OSError:
-        pass
-    return found
+    return [("cuda", p) for p in _loaded_files("libcudart.so")] + [
+        ("rocm", p) for p in _loaded_files("libamdhip64.so")
+    ]
 
 
 def _site_dirs() -> list[Path]:
@@ -315,6 +305,54 @@ def _addresses(lib: ctypes.CDLL, platform: str, table: PlatformTable):
     return addresses, symbols
 
 
+# Versioned driver symbols to prefer over the plain name.
+_DRIVER_ALTERNATIVES = {"cuMemGetAddressRange": ("cuMemGetAddressRange_v2",)}
+
+
+def _bind_driver(lib: ctypes.CDLL, platform: str) -> str:
+    """Bind the optional driver-level table; returns where it came from."""
+    from monarch_cy import _hip_shim
+
+    if platform == "cuda":
+        loaded = [p for p in _loaded_files("libcuda.so")]
+        try:
+            drv = ctypes.CDLL(loaded[0], mode=os.RTLD_NOLOAD | os.RTLD_LAZY) if loaded else ctypes.CDLL("libcuda.so.1")
+            where = loaded[0] if loaded else "libcuda.so.1"
+        except OSError:
+            _hip_shim.bind_driver([0] * len(_hip_shim.driver_function_names()), "libcuda.so.1 (not installed)")
+            return "libcuda.so.1 not found"
+    else:
+        drv, where = lib, "the HIP runtime"
+    addresses = []
+    for cu_name, hip_name in _hip_shim.driver_function_names():
+        names = (*_DRIVER_ALTERNATIVES.get(cu_name, ()), cu_name) if platform == "cuda" else (hip_name,)
+        addr = 0
+        for sym in names:
+            try:
+                addr = ctypes.cast(getattr(drv, sym), ctypes.c_void_p).value
+                break
+            except AttributeError:
+                continue
+        addresses.append(addr)
+    _hip_shim.bind_driver(addresses, where)
+    return where
+
+
+def _loaded_files(prefix: str) -> list[str]:
+    """Paths of mapped files whose name starts with ``prefix``."""
+    out: list[str] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split()
+                path = fields[5] if len(fields) >= 6 else ""
+                if os.path.basename(path).startswith(prefix) and path not in out:
+                    out.append(path)
+    except OSError:
+        pass
+    return out
+
+
 def _library_path(lib: ctypes.CDLL, fallback: str) -> str:
     """The file a handle came from, as the dynamic loader resolved it."""
     for plat, path in _loaded_runtimes():
@@ -347,6 +385,7 @@ def _search_and_bind() -> RuntimeBinding:
             tried.append(f"{c.describe()}: opened but not usable ({e})")
             continue
         _hip_shim.bind(platform, addresses, table)
+        _bind_driver(lib, platform)
         tried.append(f"{c.describe()}: bound")
         path = c.location if os.sep in c.location else _library_path(lib, c.location)
         return RuntimeBinding(platform, path, c.source, version, table, symbols, tuple(tried))

@@ -258,14 +258,20 @@ def test_default_abi_equals_vendor_abi(platform, incdir, tmp_path):
 
 def test_function_list_matches_extension(tmp_path):
     """The header's X-macro list, in order, is what the built extension binds."""
-    listed = _run_json(tmp_path, "abi_dump.c", [])["functions"]
+    dump = _run_json(tmp_path, "abi_dump.c", [])
+    listed = dump["functions"]
     # Cross-check the preprocessor against the header text itself.
     text = HEADER.read_text()
-    parsed = re.findall(r"^\s*X\((\w+), (\w+),", text, re.M)
+    runtime_block = text[text.index("#define MCY_RUNTIME_FUNCTIONS"):text.index("#define MCY_DECLARE_TYPE")]
+    parsed = re.findall(r"^\s*X\((\w+), (\w+),", runtime_block, re.M)
     assert [["cuda" + c, h] for c, h in parsed] == listed
+    driver_block = text[text.index("#define MCY_DRIVER_FUNCTIONS"):text.index("#define MCY_DECLARE_DRV_TYPE")]
+    parsed_drv = re.findall(r"^\s*X\(\w+, (\w+), (\w+),", driver_block, re.M)
+    assert [[c, h] for c, h in parsed_drv] == dump["driver_functions"]
     try:
         from monarch_cy import _hip_shim
     except ImportError as e:
         pytest.skip(f"monarch_cy._hip_shim is not built ({e}): run "
                     "`python setup.py build_ext --inplace`")
     assert [list(p) for p in _hip_shim.function_names()] == listed
+    assert [list(p) for p in _hip_shim.driver_function_names()] == dump["driver_functions"]

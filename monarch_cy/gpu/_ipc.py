@@ -12,15 +12,20 @@ HANDLE_SIZE = 64
 class IpcHandle:
     """The 64 opaque bytes naming an allocation, plus what an opener needs.
 
+    ``offset`` is where the shared span starts inside the allocation (memory
+    borrowed from torch's caching allocator sits inside larger blocks).
+
     Picklable and small.  Validated on construction: exactly 64 bytes, a
     non-negative size and device.  ``pci_bus_id`` (when known) lets the opener
     pick the same physical GPU even where device ordinals differ between
     processes (``CUDA_VISIBLE_DEVICES``).
     """
 
-    __slots__ = ("handle", "nbytes", "device", "pci_bus_id")
+    __slots__ = ("handle", "nbytes", "device", "pci_bus_id", "offset")
 
-    def __init__(self, handle: bytes, nbytes: int, device: int, pci_bus_id: str | None = None):
+    def __init__(
+        self, handle: bytes, nbytes: int, device: int, pci_bus_id: str | None = None, offset: int = 0
+    ):
         if not isinstance(handle, (bytes, bytearray, memoryview)):
             raise TypeError(f"handle must be bytes, got {type(handle).__name__}")
         handle = bytes(handle)
@@ -32,9 +37,10 @@ class IpcHandle:
         self.nbytes = _nbytes(nbytes)
         self.device = device
         self.pci_bus_id = pci_bus_id
+        self.offset = _nbytes(offset, "offset")
 
     def __reduce__(self):
-        return (IpcHandle, (self.handle, self.nbytes, self.device, self.pci_bus_id))
+        return (IpcHandle, (self.handle, self.nbytes, self.device, self.pci_bus_id, self.offset))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, IpcHandle) and self.__reduce__() == other.__reduce__()
@@ -73,9 +79,9 @@ class IpcMapping(DeviceMemory):
         self.device = handle._local_device() if device is None else as_device(device)
         rt = shim()
         with on_device(self.device.ordinal):
-            ptr = rt.ipcOpenMemHandle(handle.handle)
-        self._init_span(ptr, handle.nbytes)
-        self._own(rt.ipcCloseMemHandle, ptr)
+            base = rt.ipcOpenMemHandle(handle.handle)
+        self._init_span(base + handle.offset, handle.nbytes)
+        self._own(rt.ipcCloseMemHandle, base)
         self.source = handle
         self.device.adopt(self)
 

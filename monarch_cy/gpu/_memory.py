@@ -98,6 +98,25 @@ class DeviceMemory(Memory):
             t = t.view(dtype)
         return t.view(shape) if shape is not None else t
 
+    def ipc_handle(self):
+        """A picklable handle another process on this host can open.
+
+        Works for memory inside a larger allocation (a torch tensor in the
+        caching allocator's block): the handle names the allocation and the
+        offset.  The exporter must keep the memory alive while it is mapped.
+        """
+        from monarch_cy.gpu._ipc import IpcHandle
+
+        rt = shim()
+        base, _size = self._allocation()
+        raw = rt.ipcGetMemHandle(base)
+        bus = rt.deviceGetPCIBusId(self.device.ordinal)
+        return IpcHandle(raw, self.nbytes, self.device.ordinal, bus, offset=self.ptr - base)
+
+    def _allocation(self) -> tuple[int, int]:
+        """(base, size) of the runtime allocation holding this memory."""
+        return shim().memGetAddressRange(self.ptr)
+
     def fill(self, value: int, stream: Stream | None = None) -> None:
         """Set every byte to ``value`` (0..255); blocks unless ``stream`` is given."""
         if not 0 <= int(value) <= 255:
@@ -130,13 +149,8 @@ class DeviceBuffer(DeviceMemory):
     def _before_close(self) -> None:
         pass
 
-    def ipc_handle(self):
-        """A picklable handle another process on this host can open."""
-        from monarch_cy.gpu._ipc import IpcHandle
-
-        rt = shim()
-        raw = rt.ipcGetMemHandle(self.ptr)
-        return IpcHandle(raw, self.nbytes, self.device.ordinal, rt.deviceGetPCIBusId(self.device.ordinal))
+    def _allocation(self) -> tuple[int, int]:
+        return self.ptr, self.nbytes
 
 
 class HostMemory(Memory):

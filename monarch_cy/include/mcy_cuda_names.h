@@ -36,6 +36,10 @@
 
 #if defined(MCY_VENDOR_CUDA)
 #include <cuda_runtime_api.h>
+#include <cuda.h>
+typedef CUresult mcy_drv_status_t;
+typedef CUdeviceptr mcy_devptr_t;
+typedef CUmemRangeHandleType mcy_range_handle_t;
 #define MCY_DEVICE_PROP_T struct cudaDeviceProp
 #define MCY_POINTER_ATTRS_T struct cudaPointerAttributes
 typedef enum cudaDeviceAttr mcy_device_attr_t;
@@ -47,6 +51,9 @@ typedef hipError_t cudaError_t;
 typedef hipStream_t cudaStream_t;
 typedef hipEvent_t cudaEvent_t;
 typedef hipIpcMemHandle_t cudaIpcMemHandle_t;
+typedef hipError_t mcy_drv_status_t;
+typedef hipDeviceptr_t mcy_devptr_t;
+typedef int mcy_range_handle_t; /* hipMemRangeHandleType: ROCm 6.1+ only */
 #define MCY_DEVICE_PROP_T hipDeviceProp_t
 #define MCY_POINTER_ATTRS_T hipPointerAttribute_t
 typedef hipDeviceAttribute_t mcy_device_attr_t;
@@ -65,6 +72,12 @@ struct cudaDeviceProp;
 struct cudaPointerAttributes;
 typedef int mcy_device_attr_t;
 typedef int mcy_memcpy_kind_t;
+/* Driver-level types: a CUresult/hipError_t is an int; a device pointer is 64
+ * bits wide on both (CUdeviceptr is unsigned long long, hipDeviceptr_t a void*,
+ * passed alike on LP64 targets). */
+typedef int mcy_drv_status_t;
+typedef unsigned long long mcy_devptr_t;
+typedef int mcy_range_handle_t;
 #endif
 
 /* Values both vendors share (CUDA 12/13 and HIP 5.2+; proven by the header test). */
@@ -173,6 +186,36 @@ static const char *const mcy_rt_hip_names[MCY_RT_NFUNCS] = { MCY_RUNTIME_FUNCTIO
 static mcy_rt_table mcy_rt __attribute__((unused));
 
 /*
+ * Driver-level extras, optional: X(name, CUDA driver symbol, HIP symbol, parameters).
+ * On CUDA they come from libcuda (the driver), on ROCm from libamdhip64 itself.
+ * A runtime without one leaves its slot NULL and the shim reports it unavailable.
+ */
+#define MCY_DRIVER_FUNCTIONS(X) \
+    X(Init, cuInit, hipInit, (unsigned int flags)) \
+    X(MemGetAddressRange, cuMemGetAddressRange, hipMemGetAddressRange, (mcy_devptr_t *pbase, size_t *psize, mcy_devptr_t dptr)) \
+    X(MemGetHandleForAddressRange, cuMemGetHandleForAddressRange, hipMemGetHandleForAddressRange, (void *handle, mcy_devptr_t dptr, size_t size, mcy_range_handle_t handleType, unsigned long long flags)) \
+    X(GetErrorName, cuGetErrorName, hipDrvGetErrorName, (mcy_drv_status_t error, const char **pStr))
+
+#define MCY_DECLARE_DRV_TYPE(name, cu, hip, params) typedef mcy_drv_status_t (*mcy_drv_##name##_t) params;
+MCY_DRIVER_FUNCTIONS(MCY_DECLARE_DRV_TYPE)
+#undef MCY_DECLARE_DRV_TYPE
+#define MCY_DECLARE_DRV_FIELD(name, cu, hip, params) mcy_drv_##name##_t name;
+typedef struct mcy_drv_fns { MCY_DRIVER_FUNCTIONS(MCY_DECLARE_DRV_FIELD) } mcy_drv_fns;
+#undef MCY_DECLARE_DRV_FIELD
+#define MCY_COUNT_ONE(name, cu, hip, params) +1
+enum { MCY_DRV_NFUNCS = 0 MCY_DRIVER_FUNCTIONS(MCY_COUNT_ONE) };
+#undef MCY_COUNT_ONE
+typedef union mcy_drv_table { mcy_drv_fns fn; void *slot[MCY_DRV_NFUNCS]; } mcy_drv_table;
+#define MCY_CU_NAME(name, cu, hip, params) #cu,
+#define MCY_HIPDRV_NAME(name, cu, hip, params) #hip,
+static const char *const mcy_drv_cuda_names[MCY_DRV_NFUNCS] = { MCY_DRIVER_FUNCTIONS(MCY_CU_NAME) };
+static const char *const mcy_drv_hip_names[MCY_DRV_NFUNCS] = { MCY_DRIVER_FUNCTIONS(MCY_HIPDRV_NAME) };
+#undef MCY_CU_NAME
+#undef MCY_HIPDRV_NAME
+static mcy_drv_table mcy_drv __attribute__((unused));
+#define MCY_RANGE_HANDLE_DMA_BUF_FD 1
+
+/*
  * Vendor builds: each pointer type must be exactly the real function's type
  * (compared at compile time; no reference to the symbol is emitted, so nothing
  * links against the vendor library).  A mismatch stops the build.
@@ -183,12 +226,22 @@ static mcy_rt_table mcy_rt __attribute__((unused));
                    "prototype of cuda" #name " differs from mcy_" #name "_t");
 MCY_RUNTIME_FUNCTIONS(MCY_CHECK_PROTO)
 #undef MCY_CHECK_PROTO
+#define MCY_CHECK_DRV_PROTO(name, cu, hip, params) \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&cu), mcy_drv_##name##_t), \
+                   "prototype of " #cu " differs from mcy_drv_" #name "_t");
+MCY_DRIVER_FUNCTIONS(MCY_CHECK_DRV_PROTO)
+#undef MCY_CHECK_DRV_PROTO
+_Static_assert(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD == MCY_RANGE_HANDLE_DMA_BUF_FD, "dma-buf handle type differs");
 #elif defined(MCY_VENDOR_HIP)
 #define MCY_CHECK_PROTO(name, hip, ret, params) \
     _Static_assert(__builtin_types_compatible_p(__typeof__(&hip), mcy_##name##_t), \
                    "prototype of " #hip " differs from mcy_" #name "_t");
 MCY_RUNTIME_FUNCTIONS(MCY_CHECK_PROTO)
 #undef MCY_CHECK_PROTO
+/* hipMemGetHandleForAddressRange and hipDrvGetErrorName exist from ROCm 6 on; HIP 5 headers lack them. */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&hipInit), mcy_drv_Init_t), "prototype of hipInit differs");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&hipMemGetAddressRange), mcy_drv_MemGetAddressRange_t),
+               "prototype of hipMemGetAddressRange differs");
 #endif
 
 #if defined(MCY_VENDOR_CUDA) || defined(MCY_VENDOR_HIP)

@@ -24,6 +24,15 @@ int main(void) {
     printf(", \"functions\": [");
     for (int i = 0; i < MCY_RT_NFUNCS; i++)
         printf("%s[\"%s\", \"%s\"]", i ? ", " : "", mcy_rt_cuda_names[i], mcy_rt_hip_names[i]);
+    printf("]");
+    /* The optional driver-level table: same ABI rules. */
+    printf(", \"sizeof_mcy_devptr_t\": %zu", sizeof(mcy_devptr_t));
+    printf(", \"sizeof_mcy_drv_status_t\": %zu", sizeof(mcy_drv_status_t));
+    printf(", \"sizeof_mcy_range_handle_t\": %zu", sizeof(mcy_range_handle_t));
+    printf(", \"sizeof_mcy_drv_table\": %zu", sizeof(mcy_drv_table));
+    printf(", \"driver_functions\": [");
+    for (int i = 0; i < MCY_DRV_NFUNCS; i++)
+        printf("%s[\"%s\", \"%s\"]", i ? ", " : "", mcy_drv_cuda_names[i], mcy_drv_hip_names[i]);
     printf("]}\n");
     return 0;
 }
