@@ -134,15 +134,16 @@ def test_ipc_of_torch_tensor_inside_a_caching_allocator_block():
     assert base <= mem.ptr and mem.ptr + mem.nbytes <= base + size
     handle = mem.ipc_handle()
     assert handle.offset == mem.ptr - base > 0
+    torch.cuda.synchronize()
+    expect = hashlib.sha256(part.cpu().numpy().tobytes()).hexdigest()
+    before_edge = int(big[(3 << 20) - 1])
     r = subprocess.run(
         [sys.executable, "-c", _CHILD], input=pickle.dumps(handle), capture_output=True, timeout=120
     )
     assert r.returncode == 0, r.stderr.decode()
-    expect = hashlib.sha256(part.cpu().numpy().tobytes()).hexdigest()
     assert json.loads(r.stdout)["sha"] == expect
-    torch.cuda.synchronize()
     assert bool((part == 0x5A).all())            # the child's write landed in the slice
-    assert int(big[(3 << 20) - 1]) == int(big.cpu()[(3 << 20) - 1])
+    assert int(big[(3 << 20) - 1]) == before_edge  # and nowhere before it
 
 
 def test_dmabuf_export_of_device_memory():
