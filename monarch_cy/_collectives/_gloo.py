@@ -325,8 +325,8 @@ class GlooGroup(Group):
 
     def abort(self, reason: str = "abort() was called") -> None:
         """Cancel pending work and release the group at once (idempotent, any thread)."""
-        if self._aborted is not None:
-            return
+        if self._aborted is not None or self._closed:
+            return  # after close() there is nothing left to abort
         self._mark_aborted(reason)
         pg, self._pg = getattr(self, "_pg", None), None
         if pg is not None:
