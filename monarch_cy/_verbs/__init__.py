@@ -1,0 +1,2 @@
+"""RDMA verbs, owned: devices, protection domains, memory regions, RC queue pairs.
+"""
