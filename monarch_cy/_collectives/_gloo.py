@@ -330,7 +330,7 @@ class GlooGroup(Group):
         self._mark_aborted(reason)
         pg, self._pg = getattr(self, "_pg", None), None
         if pg is not None:
-            for name in ("abort", "shutdown"):
+            for name in ("shutdown",):  # ProcessGroupGloo.abort() may break other gloo groups too
                 fn = getattr(pg, name, None)
                 if fn is not None:
                     try:
