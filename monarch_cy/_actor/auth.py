@@ -1,0 +1,70 @@
+"""Job authentication: CurveZMQ keys from the per-job secret, and the ZAP handler.
+
+The controller draws a 32-byte secret per job (``os.urandom``) and hands it to its
+procs through their stdin pipe (never a command line, never the environment).  The
+secret is a Curve secret key; every proc of the job uses that one keypair both as
+server (bound sockets) and as client (connecting sockets).
+
+Connecting to a job socket therefore needs the secret twice over: the client must
+know the server's public key to start the CURVE handshake, and our ZAP handler (on
+``inproc://zeromq.zap.01`` of the node's context, bound *before* any server socket)
+admits only clients that prove possession of the job's secret key.  libzmq delivers
+nothing from a connection before the handshake and ZAP approve it, so nothing an
+unauthenticated peer sends is ever deserialized; a failed handshake drops the peer.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+
+__all__ = ["JobKeys", "ZAP_ENDPOINT"]
+
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+
+
+class JobKeys:
+    """The job's Curve keypair derived from its 32-byte secret."""
+
+    __slots__ = ("secret", "secret_z85", "public_z85", "public_raw")
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        import zmq
+        from zmq.utils import z85
+        if secret is None:
+            secret = os.urandom(32)
+        if len(secret) != 32:
+            raise ValueError(f"job secret must be 32 bytes, not {len(secret)}")
+        self.secret = bytes(secret)
+        self.secret_z85 = z85.encode(self.secret)
+        self.public_z85 = zmq.curve_public(self.secret_z85)
+        self.public_raw = z85.decode(self.public_z85)
+
+    def server(self, sock) -> None:
+        """Make ``sock`` a CURVE server of this job (before bind)."""
+        sock.curve_secretkey = self.secret_z85
+        sock.curve_publickey = self.public_z85
+        sock.curve_server = True
+        sock.zap_domain = b"monarch_cy"
+
+    def client(self, sock) -> None:
+        """Make ``sock`` a CURVE client of this job (before connect)."""
+        sock.curve_serverkey = self.public_z85
+        sock.curve_publickey = self.public_z85
+        sock.curve_secretkey = self.secret_z85
+
+    def handle_zap(self, zap_sock) -> None:
+        """Answer every pending ZAP request on ``zap_sock`` (a bound REP socket)."""
+        import zmq
+        while True:
+            try:
+                msg = zap_sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            version, request_id = msg[0], msg[1]
+            mechanism = msg[5] if len(msg) > 5 else b""
+            creds = msg[6] if len(msg) > 6 else b""
+            ok = mechanism == b"CURVE" and hmac.compare_digest(creds, self.public_raw)
+            zap_sock.send_multipart([version, request_id, b"200" if ok else b"400",
+                                     b"OK" if ok else b"not a member of this job",
+                                     b"", b""])

@@ -1,0 +1,80 @@
+"""The controller's node: made on first use, torn down at interpreter exit.
+
+Owns the job: the secret (:class:`JobKeys`), a private run directory for ``ipc://``
+socket files (removed at exit), the log sink, and the registry of live procs.  At
+exit every proc mesh still running is stopped (STOP, then SIGKILL after a grace
+period) and every child is reaped, so no process is left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import tempfile
+import threading
+
+from monarch_cy._actor.auth import JobKeys
+from monarch_cy._actor.node import LOG, SPAWN, Node
+
+__all__ = ["make_controller_node", "alloc_addr", "LIVE_PROCS", "SINK"]
+
+LIVE_PROCS = {}     # proc key -> _Proc (children of this controller)
+STATES = []         # every ProcMesh state, for shutdown
+SINK = None
+_counter = [0]
+_lock = threading.Lock()
+
+
+def next_id() -> int:
+    with _lock:
+        _counter[0] += 1
+        return _counter[0]
+
+
+def transport() -> str:
+    t = os.environ.get("MONARCH_CY_TRANSPORT", "ipc").strip().lower()
+    if t not in ("ipc", "tcp"):
+        raise ValueError(f"MONARCH_CY_TRANSPORT={t!r}; use 'ipc' or 'tcp'")
+    return t
+
+
+def alloc_addr(node, tag: str) -> str:
+    """A fresh address for a socket another process will bind."""
+    if transport() == "tcp":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    return f"ipc://{node.rundir}/{tag}"
+
+
+def make_controller_node() -> Node:
+    global SINK
+    from monarch_cy._actor import actor_host, logs
+    rundir = tempfile.mkdtemp(prefix="mcy-")
+    keys = JobKeys()
+    if transport() == "tcp":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            addr = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    else:
+        addr = f"ipc://{rundir}/c"
+    node = Node(addr, keys, rundir=rundir, is_controller=True)
+    SINK = logs.LogSink(node)
+    node.handlers[SPAWN] = actor_host.handle_spawn
+    node.handlers[LOG] = SINK.handle
+    node.start_io_thread()
+    atexit.register(_shutdown, node)
+    return node
+
+
+def _shutdown(node) -> None:
+    from monarch_cy._actor.proc_mesh import stop_all
+    try:
+        stop_all(grace=2.0)
+    finally:
+        try:
+            node.close()
+        finally:
+            shutil.rmtree(node.rundir, ignore_errors=True)

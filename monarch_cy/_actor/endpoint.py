@@ -1,0 +1,192 @@
+"""``@endpoint`` and the adverbs used to call an endpoint on an actor mesh.
+
+Adverbs (all send at once; none blocks except ``Future.get``):
+
+* ``call(*a, **kw)``      -> ``Future[ValueMesh]``, one value per actor; the first
+  actor error fails the future with :class:`ActorError`.
+* ``call_one(*a, **kw)``  -> ``Future[R]``; the mesh must have exactly one actor.
+* ``choose(*a, **kw)``    -> ``Future[R]`` from one actor (round robin).
+* ``broadcast(*a, **kw)`` -> None; fire and forget (errors are logged by the actor).
+* ``stream(*a, **kw)``    -> iterator of ``Future[R]`` in *arrival* order.
+* ``Accumulator(ep, identity, combine).accumulate(*a, **kw)`` -> ``Future``:
+  ``combine`` folds the replies in arrival order, starting from ``identity``.
+
+Arguments are pickled once at the call site (an unpicklable argument raises
+``TypeError`` there) and the same bytes go to every actor of the mesh.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Callable, Generic, TypeVar
+
+from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
+from monarch_cy._actor.future import Future
+from monarch_cy._actor.ports import (AccumCollector, GatherCollector, OneCollector,
+                                     StreamCollector)
+
+__all__ = ["endpoint", "EndpointProperty", "Endpoint", "Accumulator"]
+
+R = TypeVar("R")
+
+
+class EndpointProperty(Generic[R]):
+    """What ``@endpoint`` puts on an Actor class: the function plus its flags.
+
+    Inside the actor, ``self.method(...)`` is a plain local call.
+    """
+
+    def __init__(self, fn: Callable, explicit_response_port: bool = False) -> None:
+        if not callable(fn):
+            raise TypeError(f"@endpoint decorates a function, not {fn!r}")
+        self._fn = fn
+        self._explicit = bool(explicit_response_port)
+        self._is_async = bool(getattr(getattr(fn, "__code__", None), "co_flags", 0) & 0x80)
+        self._name = getattr(fn, "__name__", "endpoint")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __set_name__(self, owner, name):
+        self._name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return self._fn.__get__(obj, objtype)
+
+
+def endpoint(fn=None, *, explicit_response_port: bool = False, **_options):
+    """Mark an Actor method (``def`` or ``async def``) as remotely callable.
+
+    With ``explicit_response_port=True`` the method receives a :class:`Port` as its
+    first argument after ``self`` and answers by ``port.send(value)`` (any number of
+    times for ``stream``-like uses, once for ``call``/``call_one``).
+    """
+    if fn is None:
+        return lambda f: EndpointProperty(f, explicit_response_port)
+    return EndpointProperty(fn, explicit_response_port)
+
+
+class Endpoint(Generic[R]):
+    """An endpoint of an actor mesh (``mesh.method``), with the adverbs."""
+
+    __slots__ = ("_mesh", "_name", "_explicit")
+
+    def __init__(self, mesh, name: str, explicit: bool) -> None:
+        self._mesh, self._name, self._explicit = mesh, name, explicit
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"call an endpoint through an adverb: "
+                        f"{self._name}.call(...), .call_one(...), .choose(...), "
+                        f".broadcast(...) or .stream(...)")
+
+    # -- sending -----------------------------------------------------------
+    def _prepare(self, granks):
+        mesh = self._mesh
+        from monarch_cy._actor.node import get_node
+        node = get_node()
+        st = mesh._state
+        if st is not None and st.stopped:
+            raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
+                                   "calls on it are refused")
+        procs = [mesh._procs[g] for g in granks]
+        return node, procs
+
+    def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True):
+        mesh = self._mesh
+        try:
+            data, extras = node.encode((args, kwargs), procs)
+        except TypeError as e:
+            raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
+                            f"sent: {e}") from e.__cause__
+        port_id = node.register_port(collector) if want_reply else 0
+        name, addr, key = self._name, node.addr, node.key
+        addrs = mesh._addrs
+        dead = node.dead
+        dumps = pickle.dumps
+        send = node.send
+        for local, g in enumerate(granks):
+            p = procs[local]
+            if p in dead:
+                if want_reply:
+                    node.call_in_pump(lambda p=p, c=collector, d=dead[p]:
+                                      c.proc_failed(p, d) and node.drop_port(port_id))
+                continue
+            h = dumps((name, addr, port_id, local, key), 5)
+            send(addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
+        return port_id
+
+    def call(self, *args, **kwargs) -> Future:
+        mesh = self._mesh
+        granks = mesh._granks()
+        node, procs = self._prepare(granks)
+        fut = Future._make(node)
+        col = GatherCollector(fut, mesh._shape.extent, procs, mesh._name)
+        self._send(node, granks, procs, col, args, kwargs)
+        return fut
+
+    def call_one(self, *args, **kwargs) -> Future:
+        mesh = self._mesh
+        granks = mesh._granks()
+        if len(granks) != 1:
+            raise ValueError(f"call_one needs a mesh of exactly one actor; "
+                             f"{mesh._name} has {len(granks)} (slice it first)")
+        return self._one(granks[0], args, kwargs)
+
+    def _one(self, g, args, kwargs) -> Future:
+        mesh = self._mesh
+        node, procs = self._prepare((g,))
+        fut = Future._make(node)
+        self._send(node, (g,), procs, OneCollector(fut, procs[0], mesh._name, g),
+                   args, kwargs)
+        return fut
+
+    def choose(self, *args, **kwargs) -> Future:
+        mesh = self._mesh
+        granks = mesh._granks()
+        mesh._rr = (mesh._rr + 1) % len(granks)
+        return self._one(granks[mesh._rr], args, kwargs)
+
+    def broadcast(self, *args, **kwargs) -> None:
+        granks = self._mesh._granks()
+        node, procs = self._prepare(granks)
+        self._send(node, granks, procs, None, args, kwargs, want_reply=False)
+
+    def stream(self, *args, **kwargs):
+        mesh = self._mesh
+        granks = mesh._granks()
+        node, procs = self._prepare(granks)
+        futs = [Future._make(node) for _ in granks]
+        self._send(node, granks, procs, StreamCollector(futs, procs, mesh._name),
+                   args, kwargs)
+        return iter(futs)
+
+    def _accumulate(self, identity, combine, args, kwargs) -> Future:
+        mesh = self._mesh
+        granks = mesh._granks()
+        node, procs = self._prepare(granks)
+        fut = Future._make(node)
+        col = AccumCollector(fut, mesh._shape.extent, procs, mesh._name, identity, combine)
+        self._send(node, granks, procs, col, args, kwargs)
+        return fut
+
+    def __repr__(self):
+        return f"<endpoint {self._mesh._name}.{self._name}>"
+
+
+class Accumulator(Generic[R]):
+    """``Accumulator(mesh.endpoint, identity, combine)``: fold replies of all actors.
+
+    ``accumulate(*args, **kwargs)`` calls every actor and returns a Future of
+    ``combine(...combine(combine(identity, r_a), r_b)..., r_z)`` in arrival order.
+    """
+
+    def __init__(self, endpoint: Endpoint, identity: Any, combine: Callable) -> None:
+        if not isinstance(endpoint, Endpoint):
+            raise TypeError(f"Accumulator needs a mesh endpoint (mesh.method), "
+                            f"not {endpoint!r}")
+        if not callable(combine):
+            raise TypeError(f"combine must be callable, not {combine!r}")
+        self._endpoint, self._identity, self._combine = endpoint, identity, combine
+
+    def accumulate(self, *args, **kwargs) -> Future:
+        return self._endpoint._accumulate(self._identity, self._combine, args, kwargs)

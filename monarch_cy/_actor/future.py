@@ -1,0 +1,154 @@
+"""Future: the result of an endpoint call, awaitable or waited on synchronously.
+
+Futures are made by the runtime (``Future(...)`` raises ``TypeError``).  They are
+resolved exactly once, by whichever thread is pumping the process's inbox (the
+node's I/O thread, or a caller blocked in :meth:`Future.get`, which takes over the
+inbox while it waits so that a reply wakes it without a thread hop).
+
+* ``get(timeout=None)`` blocks; on expiry it raises ``TimeoutError`` and the call is
+  not lost: a later ``get`` or ``await`` still returns its value.
+* ``await fut`` works in any asyncio loop; ``get()`` inside a running event loop
+  raises ``RuntimeError`` (it would block the loop; await instead).
+* ``result(timeout=None)`` is ``get``; ``exception(timeout=None)`` returns the error
+  or None.  Callbacks added with ``add_done_callback`` run in the resolving thread.
+"""
+
+from __future__ import annotations
+
+import sys
+from _thread import allocate_lock
+from typing import Any, Callable, Generic, TypeVar
+
+__all__ = ["Future"]
+
+R = TypeVar("R")
+_PENDING = object()
+
+
+class Future(Generic[R]):
+    """Result of an asynchronous call. Not constructible by users."""
+
+    __slots__ = ("_value", "_exc", "_lock", "_callbacks", "_waiter")
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise TypeError("Future is not constructible by users; endpoint calls return one")
+
+    # -- runtime side ------------------------------------------------------
+    @classmethod
+    def _make(cls, waiter=None) -> "Future":
+        f = object.__new__(cls)
+        f._value = _PENDING
+        f._exc = None
+        lock = allocate_lock()
+        lock.acquire()
+        f._lock = lock
+        f._callbacks = None
+        f._waiter = waiter  # object with wait(future, timeout) -> bool, or None
+        return f
+
+    @classmethod
+    def _resolved(cls, value=None, exc=None) -> "Future":
+        f = cls._make()
+        if exc is not None:
+            f._set_exception(exc)
+        else:
+            f._set_result(value)
+        return f
+
+    def _set_result(self, value) -> None:
+        if self._value is not _PENDING:
+            return
+        self._value = value
+        self._finish()
+
+    def _set_exception(self, exc: BaseException) -> None:
+        if self._value is not _PENDING:
+            return
+        self._exc = exc
+        self._value = None
+        self._finish()
+
+    def _finish(self) -> None:
+        self._lock.release()
+        cbs = self._callbacks
+        if cbs:
+            self._callbacks = None
+            for cb in cbs:
+                try:
+                    cb(self)
+                except Exception:  # a callback must not break the resolver
+                    import traceback
+                    traceback.print_exc()
+
+    def add_done_callback(self, fn: Callable[["Future"], Any]) -> None:
+        """Call ``fn(self)`` when resolved (at once, here, if already resolved)."""
+        if self._value is not _PENDING:
+            fn(self)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+        self._callbacks.append(fn)
+        if self._value is not _PENDING and self._callbacks:  # resolved meanwhile
+            cbs, self._callbacks = self._callbacks, None
+            for cb in cbs:
+                cb(self)
+
+    # -- user side ---------------------------------------------------------
+    def done(self) -> bool:
+        return self._value is not _PENDING
+
+    def _wait(self, timeout) -> None:
+        if self._value is not _PENDING:
+            return
+        aio = sys.modules.get("asyncio")
+        if aio is not None and aio._get_running_loop() is not None:
+            raise RuntimeError("Future.get() would block the running event loop; "
+                               "use 'await future' inside async code")
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+        w = self._waiter
+        if w is not None:
+            ok = w.wait(self, timeout)
+        else:
+            ok = self._lock.acquire(True, -1 if timeout is None else timeout)
+            if ok:
+                self._lock.release()
+        if not ok and self._value is _PENDING:
+            raise TimeoutError(f"call not answered within {timeout} s (it is still "
+                               "pending; get() or await it again for the result)")
+
+    def get(self, timeout: float | None = None) -> R:
+        """Block until resolved; return the value or raise its error."""
+        self._wait(timeout)
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    result = get
+
+    def exception(self, timeout: float | None = None):
+        """Block until resolved; return its error, or None if it succeeded."""
+        self._wait(timeout)
+        return self._exc
+
+    def __await__(self):
+        if self._value is _PENDING:
+            import asyncio
+            loop = asyncio.get_running_loop()
+            af = loop.create_future()
+
+            def _transfer(_f, af=af):
+                if not af.done():
+                    af.set_result(None)
+
+            self.add_done_callback(
+                lambda f: loop.call_soon_threadsafe(_transfer, f))
+            yield from af.__await__()
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    def __repr__(self):
+        state = "pending" if self._value is _PENDING else (
+            "error" if self._exc is not None else "done")
+        return f"<Future {state}>"

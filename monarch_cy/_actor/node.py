@@ -1,0 +1,472 @@
+"""The node: one per process; owns the zmq context, the inbox and the I/O loop.
+
+Threads and sockets
+-------------------
+* ``inbox`` (PULL, CURVE server) receives replies, port messages, logs, buffer
+  releases and control messages for this process.  Actors have their own sockets
+  (see :mod:`.actor_host`), read by the actor's thread directly, with no hop.
+* Outgoing messages go through one PUSH socket per destination address, used from
+  any thread under that destination's lock, so messages from one process to one
+  destination keep their order (per-sender FIFO).
+* The inbox is *pumped* by exactly one thread at a time, under ``_pump_lock``:
+  normally the node's I/O thread, but a thread blocked in ``Future.get()`` takes the
+  pump over (the I/O thread steps aside when woken), so a reply wakes the caller
+  directly, without a thread hop.  Handlers therefore run in whichever thread pumps;
+  they never block.
+* One place watches proc exit: pidfds polled by the pump (``watch_pid``).  One place
+  fails pending calls: :meth:`Node.proc_failed`.
+
+Message frames: first frame = u16 header length + pickled header tuple (its first
+item is the kind) + pickled payload; then, when the payload kept large buffers out
+of band, a descriptor frame and the inline buffers (see :meth:`Node.encode`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import time
+from collections import deque
+from itertools import count
+
+from monarch_cy._actor import shm, wire
+from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
+
+__all__ = ["Node", "get_node", "pack", "unpack", "REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP"]
+
+REPLY, LOG, RELEASE, PROC_DEAD, SPAWN, STOP, CALL = range(7)
+_HWM = 200_000
+_B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python layers
+
+
+class Node:
+    """Per-process messaging endpoint (see the module docstring)."""
+
+    def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
+                 proc_key: str | None = None) -> None:
+        global _B
+        import zmq
+        import zmq.backend
+        _B = zmq.backend.Socket
+        self._zmq = zmq
+        self.keys = keys
+        self.addr = addr
+        self.key = proc_key or addr
+        self.rundir = rundir
+        self.is_controller = is_controller
+        self.ctx = zmq.Context()
+        self.ctx.linger = 0
+        self._zap = self.ctx.socket(zmq.REP)
+        self._zap.bind(ZAP_ENDPOINT)          # before any server socket exists
+        self.inbox = self.server_socket(zmq.PULL, addr)
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._poller = zmq.Poller()
+        self._poller.register(self.inbox, zmq.POLLIN)
+        self._poller.register(self._zap, zmq.POLLIN)
+        self._poller.register(self._wake_fd, zmq.POLLIN)
+        self._out = {}
+        self._out_lock = threading.Lock()
+        self._ports = {}
+        self._port_ids = count(1)
+        self.dead = {}                # proc key -> SupervisionError factory args
+        self._pidfds = {}             # fd -> (pid, callback)
+        self._todo = deque()          # callables to run in the pump
+        self._releases = deque()      # (owner addr, seg_id)
+        self._timers = []             # (deadline, fn)
+        self.pool = shm.ShmPool()
+        self.handlers = {}            # extra kinds -> fn(node, hdr, frames)
+        self._pump_lock = threading.Lock()
+        self._mu = threading.Condition(threading.Lock())
+        self._pumper = None
+        self._closed = False
+        self._io_thread = None
+        self.on_proc_failed = []      # callbacks(proc_key, cause), run in the pump
+
+    # -- sockets -----------------------------------------------------------
+    def server_socket(self, kind, addr: str):
+        zmq = self._zmq
+        s = self.ctx.socket(kind)
+        s.linger = 0
+        s.rcvhwm = _HWM
+        self.keys.server(s)
+        s.bind(addr)
+        return s
+
+    def _client(self, addr: str):
+        zmq = self._zmq
+        s = self.ctx.socket(zmq.PUSH)
+        s.linger = 2000
+        s.sndhwm = _HWM
+        s.reconnect_ivl = 5
+        s.reconnect_ivl_max = 100
+        self.keys.client(s)
+        s.connect(addr)
+        return s
+
+    def send(self, addr: str, frames) -> None:
+        """Send one message (``frames[0]`` bytes, then zero-copy extras) to ``addr``.
+
+        FIFO per destination; thread-safe (one lock per destination socket).
+        """
+        ent = self._out.get(addr)
+        if ent is None:
+            with self._out_lock:
+                ent = self._out.get(addr)
+                if ent is None:
+                    if self._closed:
+                        return
+                    ent = self._out[addr] = (self._client(addr), threading.Lock())
+        bsend = _B.send
+        with ent[1]:
+            if len(frames) == 1:
+                bsend(ent[0], frames[0], 0, True, False)
+            else:
+                last = len(frames) - 1
+                for i, f in enumerate(frames):
+                    big = not isinstance(f, bytes) and memoryview(f).nbytes >= 65536
+                    bsend(ent[0], f, 0 if i == last else 2, not big, False)
+
+    def recv(self, sock, flags: int = 0) -> list:
+        """Receive one message: ``[bytes, *zero-copy Frames]``."""
+        f0 = _B.recv(sock, flags, True, False)
+        if not _B.get(sock, 13):
+            return [f0]
+        out = [f0]
+        while True:
+            out.append(_B.recv(sock, 0, False, False))
+            if not _B.get(sock, 13):
+                return out
+
+    # -- payload encoding --------------------------------------------------
+    def encode(self, obj, receivers) -> tuple:
+        """Pickle ``obj`` for ``receivers`` (proc keys): ``(data, extra_frames)``.
+
+        Large buffers go through shm when every receiver is on this host (ipc),
+        else as zero-copy extra frames.
+        """
+        data, bufs = wire.dumps(obj)
+        if not bufs:
+            return data, ()
+        local = self.addr.startswith("ipc://") and \
+            all(r.startswith("ipc://") for r in receivers)
+        descs, inline = [], []
+        for b in bufs:
+            if local and b.nbytes >= shm.SHM_THRESHOLD:
+                descs.append(self.pool.put(b, receivers))
+            else:
+                descs.append(None)
+                inline.append(b)
+        return data, [pickle.dumps((self.addr, descs)), *inline]
+
+    def decode(self, data, extras):
+        """Inverse of :meth:`encode`."""
+        if not extras:
+            return pickle.loads(data)
+        owner, descs = pickle.loads(_buf(extras[0]))
+        inline = iter(extras[1:])
+        bufs = []
+        for d in descs:
+            if d is None:
+                mv = memoryview(_buf(next(inline)))
+                bufs.append(bytearray(mv) if mv.nbytes < (1 << 20) else mv)
+            else:
+                bufs.append(shm.open_segment(d, self._post_release, owner))
+        return pickle.loads(data, buffers=bufs)
+
+    def _post_release(self, owner: str, seg_id: int) -> None:
+        # Runs in whatever thread freed the last view: only queue + wake.
+        self._releases.append((owner, seg_id))
+        self.wake()
+
+    # -- ports -------------------------------------------------------------
+    def register_port(self, collector) -> int:
+        pid = next(self._port_ids)
+        self._ports[pid] = collector
+        return pid
+
+    def drop_port(self, port_id: int) -> None:
+        self._ports.pop(port_id, None)
+
+    def reply(self, addr: str, port_id: int, rank, ok: bool, value, receiver_key=None):
+        """Send a value (``ok``) or an exception to a port. Thread-safe."""
+        try:
+            data, extras = self.encode(value, (receiver_key or addr,))
+        except TypeError as e:
+            from monarch_cy._actor.errors import ActorError
+            ok = False
+            data, extras = self.encode(ActorError(None, f"result cannot be sent: {e}"),
+                                       (addr,))
+        self.send(addr, [pack((REPLY, port_id, rank, ok), data), *extras])
+
+    # -- pump --------------------------------------------------------------
+    def wake(self) -> None:
+        try:
+            os.eventfd_write(self._wake_fd, 1)
+        except OSError:
+            pass
+
+    def call_in_pump(self, fn) -> None:
+        """Run ``fn()`` in the pumping thread soon (thread-safe)."""
+        self._todo.append(fn)
+        self.wake()
+
+    def add_timer(self, delay: float, fn) -> None:
+        self.call_in_pump(lambda: self._timers.append((time.monotonic() + delay, fn)))
+
+    def watch_pid(self, pid: int, callback) -> None:
+        """Call ``callback(pid)`` in the pump when process ``pid`` exits."""
+        def reg():
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                callback(pid)
+                return
+            self._pidfds[fd] = (pid, callback)
+            self._poller.register(fd, self._zmq.POLLIN)
+        self.call_in_pump(reg)
+
+    def _poll_once(self, timeout_ms) -> None:
+        zmq = self._zmq
+        if self._timers:
+            now = time.monotonic()
+            due = [t for t in self._timers if t[0] <= now]
+            if due:
+                self._timers = [t for t in self._timers if t[0] > now]
+                for _, fn in due:
+                    fn()
+                timeout_ms = 0
+            else:
+                nxt = min(t[0] for t in self._timers)
+                ms = max(0, int((nxt - now) * 1000) + 1)
+                timeout_ms = ms if timeout_ms is None or timeout_ms < 0 else \
+                    min(ms, timeout_ms)
+        events = self._poller.poll(timeout_ms)
+        for sock, _ in events:
+            if sock is self.inbox:
+                self._drain_inbox()
+            elif sock is self._zap:
+                self.keys.handle_zap(self._zap)
+            elif sock == self._wake_fd:
+                try:
+                    os.eventfd_read(self._wake_fd)
+                except BlockingIOError:
+                    pass
+            elif sock in self._pidfds:
+                pid, cb = self._pidfds.pop(sock)
+                self._poller.unregister(sock)
+                os.close(sock)
+                cb(pid)
+        while self._todo:
+            self._todo.popleft()()
+        if self._releases:
+            self._flush_releases()
+
+    def _flush_releases(self) -> None:
+        by_owner = {}
+        while self._releases:
+            owner, seg = self._releases.popleft()
+            by_owner.setdefault(owner, []).append(seg)
+        for owner, segs in by_owner.items():
+            if owner == self.addr:
+                for s in segs:
+                    self.pool.release(s, self.key)
+            elif owner not in self.dead:
+                self.send(owner, [pack((RELEASE, self.key, segs))])
+
+    def _drain_inbox(self) -> None:
+        inbox = self.inbox
+        ports = self._ports
+        recv = self.recv
+        Again = self._zmq.Again
+        for _ in range(1000):
+            try:
+                frames = recv(inbox, 1)
+            except Again:
+                return
+            hdr, data = unpack(frames[0])
+            kind = hdr[0]
+            try:
+                if kind == REPLY:
+                    col = ports.get(hdr[1])
+                    if col is None:
+                        continue
+                    value = self.decode(data, frames[1:])
+                    if col.deliver(hdr[2], hdr[3], value):
+                        ports.pop(hdr[1], None)
+                elif kind == RELEASE:
+                    for seg in hdr[2]:
+                        self.pool.release(seg, hdr[1])
+                elif kind == PROC_DEAD:
+                    self.proc_failed(hdr[1], hdr[2])
+                else:
+                    h = self.handlers.get(kind)
+                    if h is not None:
+                        h(self, hdr, data, frames[1:])
+            except Exception:
+                import traceback
+                traceback.print_exc()
+
+    def proc_failed(self, proc_key: str, cause: str) -> None:
+        """THE place where pending calls on a failed proc end (with SupervisionError).
+
+        Runs in the pump.  Marks the proc dead (later calls fail at once), fails every
+        port still waiting on it, drops its shm references, and (in the controller)
+        tells the other procs so their own pending calls fail too.
+        """
+        if proc_key in self.dead:
+            return
+        self.dead[proc_key] = cause
+        for pid, col in list(self._ports.items()):
+            try:
+                if col.proc_failed(proc_key, cause):
+                    self._ports.pop(pid, None)
+            except Exception:
+                pass
+        self.pool.drop_receiver(proc_key)
+        for cb in list(self.on_proc_failed):
+            cb(proc_key, cause)
+
+    def _io_loop(self) -> None:
+        while not self._closed:
+            with self._pump_lock:
+                while self._pumper is None and not self._closed:
+                    self._poll_once(-1)
+            with self._mu:
+                while self._pumper is not None and not self._closed:
+                    self._mu.wait()
+
+    def start_io_thread(self) -> None:
+        t = threading.Thread(target=self._io_loop, name="monarch_cy-io", daemon=True)
+        self._io_thread = t
+        t.start()
+
+    def serve_forever(self) -> None:
+        """Pump in this thread until closed (workers' main thread)."""
+        self._io_thread = threading.current_thread()
+        self._io_loop()
+
+    def wait(self, fut, timeout) -> bool:
+        """Block until ``fut`` resolves (True) or ``timeout`` passes (False).
+
+        The first waiting thread takes the pump over from the I/O thread; others
+        wait on their future's lock and are resolved by whoever pumps.
+        """
+        me = threading.get_ident()
+        take = False
+        if threading.current_thread() is not self._io_thread:
+            with self._mu:
+                if self._pumper is None and not self._closed:
+                    self._pumper = me
+                    take = True
+        if not take:
+            if self._pumper == me or threading.current_thread() is self._io_thread:
+                # nested wait inside a handler of the pumping thread: pump here
+                return self._pump_until(fut, timeout)
+            ok = fut._lock.acquire(True, -1 if timeout is None else timeout)
+            if ok:
+                fut._lock.release()
+            return ok
+        try:
+            self.wake()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not fut.done():
+                if self._pump_lock.acquire(True, 0.05):
+                    try:
+                        left = None if deadline is None else deadline - time.monotonic()
+                        return self._pump_until(fut, left)
+                    finally:
+                        self._pump_lock.release()
+                if deadline is not None and time.monotonic() >= deadline:
+                    return fut.done()
+            return True
+        finally:
+            with self._mu:
+                self._pumper = None
+                self._mu.notify_all()
+
+    def _pump_until(self, fut, timeout) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not fut.done():
+            if deadline is None:
+                ms = 200
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ms = max(1, int(left * 1000))
+            self._poll_once(ms)
+        return True
+
+    def close(self) -> None:
+        """Close every socket and the context. Idempotent; pending ports are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        self.wake()
+        with self._mu:
+            self._mu.notify_all()
+        if self._io_thread is not None and self._io_thread is not threading.current_thread():
+            self._io_thread.join(1.0)
+        with self._out_lock:
+            for s, lock in self._out.values():
+                with lock:
+                    s.close(linger=200)
+            self._out.clear()
+        for s in (self.inbox, self._zap):
+            s.close(linger=0)
+        for fd in list(self._pidfds):
+            os.close(fd)
+        self._pidfds.clear()
+        os.close(self._wake_fd)
+        self.ctx.term()
+        self.pool.close()
+        if self.addr.startswith("ipc://"):
+            try:
+                os.unlink(self.addr[6:])
+            except OSError:
+                pass
+
+
+def _buf(f):
+    return f.buffer if hasattr(f, "buffer") else f
+
+
+def pack(hdr: tuple, data=b"") -> bytes:
+    """First frame of a message: u16 header length, pickled header, payload."""
+    h = pickle.dumps(hdr, 5)
+    return len(h).to_bytes(2, "little") + h + data
+
+
+def unpack(f0) -> tuple:
+    """``(header tuple, payload memoryview)`` of a first frame."""
+    n = f0[0] | (f0[1] << 8)
+    mv = memoryview(f0)
+    return pickle.loads(mv[2:2 + n]), mv[2 + n:]
+
+
+_node = None
+_node_lock = threading.Lock()
+
+
+def get_node() -> Node:
+    """This process's node; in the controller it is created on first use."""
+    global _node
+    if _node is not None:
+        return _node
+    with _node_lock:
+        if _node is None:
+            from monarch_cy._actor import controller
+            _node = controller.make_controller_node()
+        return _node
+
+
+def set_node(node) -> None:
+    global _node
+    _node = node
+
+
+def current_node():
+    """The node if one exists, else None (never creates one)."""
+    return _node

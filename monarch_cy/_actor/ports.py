@@ -1,0 +1,213 @@
+"""Ports: where replies go.  Collectors for the adverbs, and user channels.
+
+A *port* is ``(node address, port id)`` plus an optional rank tag.  Every call
+registers a collector on the caller's node under a fresh port id; replies for that
+id are delivered to it by the pumping thread, in arrival order.  Collectors:
+
+* :class:`OneCollector` -- one reply resolves a Future (``call_one``, ``choose``);
+* :class:`GatherCollector` -- n replies make a ValueMesh (``call``); the first error
+  fails the whole call;
+* :class:`StreamCollector` -- n futures resolved in arrival order (``stream``);
+* :class:`AccumCollector` -- folds replies as they arrive (``Accumulator``);
+* :class:`PortReceiver` -- user channel (``Channel.open()``), unbounded FIFO.
+
+``proc_failed(proc_key, cause)`` fails a collector still waiting on that proc and
+returns True when the collector is finished.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from monarch_cy._actor.errors import SupervisionError
+from monarch_cy._actor.future import Future
+from monarch_cy._actor.value_mesh import ValueMesh
+
+__all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "GatherCollector",
+           "StreamCollector", "AccumCollector"]
+
+
+def _err(value):
+    return value if isinstance(value, BaseException) else RuntimeError(repr(value))
+
+
+class OneCollector:
+    __slots__ = ("fut", "proc", "actor", "rank")
+
+    def __init__(self, fut, proc, actor, rank):
+        self.fut, self.proc, self.actor, self.rank = fut, proc, actor, rank
+
+    def deliver(self, rank, ok, value) -> bool:
+        if ok:
+            self.fut._set_result(value)
+        else:
+            self.fut._set_exception(_err(value))
+        return True
+
+    def proc_failed(self, proc, cause) -> bool:
+        if proc != self.proc:
+            return False
+        self.fut._set_exception(SupervisionError(self.actor, self.rank, cause))
+        return True
+
+
+class GatherCollector:
+    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got")
+
+    def __init__(self, fut, shape, procs, actor):
+        self.fut, self.shape, self.procs, self.actor = fut, shape, procs, actor
+        n = len(procs)
+        self.values = [None] * n
+        self.got = [False] * n
+        self.left = n
+
+    def deliver(self, rank, ok, value) -> bool:
+        if not ok:
+            self.fut._set_exception(_err(value))
+            return True
+        if not self.got[rank]:
+            self.got[rank] = True
+            self.values[rank] = value
+            self.left -= 1
+        if self.left == 0:
+            self.fut._set_result(ValueMesh(self.shape, self.values))
+            return True
+        return False
+
+    def proc_failed(self, proc, cause) -> bool:
+        for r, p in enumerate(self.procs):
+            if p == proc and not self.got[r]:
+                self.fut._set_exception(SupervisionError(self.actor, r, cause))
+                return True
+        return False
+
+
+class StreamCollector:
+    __slots__ = ("futs", "next", "procs", "actor", "got")
+
+    def __init__(self, futs, procs, actor):
+        self.futs, self.procs, self.actor = futs, procs, actor
+        self.next = 0
+        self.got = [False] * len(procs)
+
+    def deliver(self, rank, ok, value) -> bool:
+        self.got[rank] = True
+        f = self.futs[self.next]
+        self.next += 1
+        if ok:
+            f._set_result(value)
+        else:
+            f._set_exception(_err(value))
+        return self.next == len(self.futs)
+
+    def proc_failed(self, proc, cause) -> bool:
+        for r, p in enumerate(self.procs):
+            if p == proc and not self.got[r]:
+                self.got[r] = True
+                f = self.futs[self.next]
+                self.next += 1
+                f._set_exception(SupervisionError(self.actor, r, cause))
+        return self.next == len(self.futs)
+
+
+class AccumCollector(GatherCollector):
+    __slots__ = ("acc", "combine")
+
+    def __init__(self, fut, shape, procs, actor, identity, combine):
+        super().__init__(fut, shape, procs, actor)
+        self.acc, self.combine = identity, combine
+
+    def deliver(self, rank, ok, value) -> bool:
+        if not ok:
+            self.fut._set_exception(_err(value))
+            return True
+        if not self.got[rank]:
+            self.got[rank] = True
+            self.left -= 1
+            try:
+                self.acc = self.combine(self.acc, value)
+            except Exception as e:
+                self.fut._set_exception(e)
+                return True
+        if self.left == 0:
+            self.fut._set_result(self.acc)
+            return True
+        return False
+
+
+class Port:
+    """A picklable handle that sends values to one port, from any process of the job.
+
+    ``send(value)`` is fire-and-forget and thread-safe; values from one sender arrive
+    in the order sent.  ``exception(exc)`` delivers an error instead.
+    """
+
+    __slots__ = ("_addr", "_port_id", "_rank", "_key")
+
+    def __init__(self, addr, port_id, rank=None, key=None):
+        self._addr, self._port_id, self._rank, self._key = addr, port_id, rank, key
+
+    def send(self, value) -> None:
+        from monarch_cy._actor.node import get_node
+        get_node().reply(self._addr, self._port_id, self._rank, True, value, self._key)
+
+    def exception(self, exc: BaseException) -> None:
+        from monarch_cy._actor.node import get_node
+        get_node().reply(self._addr, self._port_id, self._rank, False, exc, self._key)
+
+    def __reduce__(self):
+        return (Port, (self._addr, self._port_id, self._rank, self._key))
+
+    def __repr__(self):
+        return f"Port({self._addr!r}, {self._port_id})"
+
+
+class PortReceiver:
+    """Receiving end of a channel. ``recv()`` returns a Future of the next value, in
+    arrival order.  Errors sent with ``Port.exception`` raise from that future."""
+
+    def __init__(self, node, once: bool = False):
+        self._node = node
+        self._items = deque()
+        self._waiters = deque()
+        self._once = once
+        self._lock = __import__("threading").Lock()
+        self._port_id = node.register_port(self)
+
+    def deliver(self, rank, ok, value) -> bool:
+        with self._lock:
+            f = self._waiters.popleft() if self._waiters else None
+            if f is None:
+                self._items.append((ok, value))
+        if f is not None:
+            f._set_result(value) if ok else f._set_exception(_err(value))
+        return self._once
+
+    def proc_failed(self, proc, cause) -> bool:
+        return False
+
+    def recv(self) -> Future:
+        f = Future._make(self._node)
+        with self._lock:
+            item = self._items.popleft() if self._items else None
+            if item is None:
+                self._waiters.append(f)
+        if item is not None:
+            ok, value = item
+            f._set_result(value) if ok else f._set_exception(_err(value))
+        return f
+
+    def close(self) -> None:
+        """Stop receiving; later sends to the port are dropped."""
+        self._node.drop_port(self._port_id)
+
+
+class Channel:
+    """``Channel.open()`` -> ``(Port, PortReceiver)``: a user-made reply channel."""
+
+    @staticmethod
+    def open(once: bool = False):
+        from monarch_cy._actor.node import get_node
+        node = get_node()
+        recv = PortReceiver(node, once)
+        return Port(node.addr, recv._port_id, None, node.key), recv

@@ -1,0 +1,337 @@
+"""Host and proc meshes: starting procs, spawning actors on them, stopping them.
+
+``this_host().spawn_procs(per_host={"gpus": 4})`` starts one process per point of
+``per_host`` *now* (``python -m monarch_cy._actor.bootstrap``) and returns at once;
+messages to a proc queue until it is up.  ``ProcMesh.spawn`` also returns at once:
+the SPAWN message precedes every call from this controller on the same pipe, so
+``__init__`` runs before the first message.  ``this_proc()`` is the controller
+process itself (actors spawned there run in controller threads).
+
+Proc exit is watched through pidfds by the controller's pump; a proc that exits
+(crash, ``os._exit`` in ``__init__``, kill, stop) fails every pending call on it
+with :class:`SupervisionError` via :meth:`Node.proc_failed`, and later calls on it
+fail at once.  ``stop()`` sends STOP, SIGKILLs what is left after a grace period,
+reaps every child, and returns a Future resolved when all have exited.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+
+from monarch_cy._actor.actor import RESERVED, Actor, ActorMesh, endpoint_table
+from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
+from monarch_cy._actor.future import Future
+from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
+
+# Message kinds (same values as monarch_cy._actor.node; kept here so that importing
+# the public API does not import zmq).
+SPAWN, STOP, PROC_DEAD = 4, 5, 3
+
+
+class _LazyCtl:
+    def __getattr__(self, name):
+        from monarch_cy._actor import controller
+        return getattr(controller, name)
+
+
+_ctl = _LazyCtl()
+
+
+def get_node():
+    from monarch_cy._actor.node import get_node as g
+    return g()
+
+
+def _pack(hdr, data=b""):
+    from monarch_cy._actor.node import pack
+    return pack(hdr, data)
+
+__all__ = ["HostMesh", "ProcMesh", "this_host", "this_proc", "stop_all"]
+
+_GRACE = 3.0
+
+
+class _Proc:
+    __slots__ = ("rank", "key", "popen", "alive", "state")
+
+    def __init__(self, rank, key, popen, state):
+        self.rank, self.key, self.popen, self.state = rank, key, popen, state
+        self.alive = True
+
+
+class _State:
+    """Shared by a proc mesh, its slices and the actor meshes spawned on it."""
+
+    def __init__(self, mesh_id, procs):
+        self.mesh_id = mesh_id
+        self.procs = procs
+        self.stopped = False
+        self.names = set()
+        self.stop_future = None
+        self.left = 0
+
+
+def _describe(code: int) -> str:
+    import signal
+    if code < 0:
+        try:
+            return f"process killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"process killed by signal {-code}"
+    return f"process exited with code {code}"
+
+
+def _on_exit(node, proc: _Proc) -> None:
+    """Runs in the pump when a child proc exits."""
+    code = proc.popen.wait()
+    proc.alive = False
+    _ctl.LIVE_PROCS.pop(proc.key, None)
+    st = proc.state
+    cause = "proc mesh stopped" if st.stopped else _describe(code)
+    node.proc_failed(proc.key, cause)
+    for other in list(_ctl.LIVE_PROCS.values()):
+        node.send(other.key, [_pack((PROC_DEAD, proc.key, cause))])
+    if st.stop_future is not None:
+        st.left -= 1
+        if st.left <= 0:
+            st.stop_future._set_result(None)
+
+
+class ProcMesh(MeshTrait):
+    """A mesh of processes with named dimensions."""
+
+    def __init__(self, procs, shape: Shape, state: _State) -> None:
+        self._procs = procs          # global rank -> _Proc
+        self._shape = shape
+        self._state = state
+
+    def _new_with_shape(self, shape):
+        return ProcMesh(self._procs, shape, self._state)
+
+    def spawn(self, name: str, cls, *args, **kwargs) -> ActorMesh:
+        """Spawn one ``cls(*args, **kwargs)`` per proc; returns the mesh at once."""
+        if not isinstance(name, str):
+            raise TypeError(f"actor mesh name must be a str, not {name!r}")
+        if not name or not name.replace("_", "a").replace("-", "a").isalnum():
+            raise ValueError(f"actor mesh name {name!r} must be non-empty letters, "
+                             "digits, '_' or '-'")
+        if not (isinstance(cls, type) and issubclass(cls, Actor)):
+            raise TypeError(f"spawn needs a subclass of Actor, not {cls!r}")
+        st = self._state
+        if st.stopped:
+            raise MeshStoppedError(name, None, "cannot spawn on a stopped proc mesh")
+        if name in st.names:
+            raise ValueError(f"an actor mesh named {name!r} already exists on this "
+                             "proc mesh; pick another name")
+        eps, plain = endpoint_table(cls)
+        clash = sorted(set(eps) & RESERVED)
+        if clash:
+            raise ValueError(f"{cls.__qualname__} has endpoints named {clash!r}, which "
+                             "clash with ActorMesh attributes; rename them")
+        if getattr(getattr(cls.__init__, "__code__", None), "co_flags", 0) & 0x80:
+            raise TypeError(f"{cls.__qualname__}.__init__ must be a plain def, not "
+                            "async def")
+        if "<locals>" in cls.__qualname__:
+            raise TypeError(f"{cls.__qualname__} is defined inside a function; actor "
+                            "classes must be importable (module level)")
+        main_path = ""
+        if cls.__module__ == "__main__":
+            main_path = getattr(sys.modules["__main__"], "__file__", "") or ""
+            if not main_path:
+                raise TypeError(f"{cls.__qualname__} is defined in an interactive "
+                                "session; define actor classes in a module or script")
+        node = get_node()
+        granks = self._shape.global_ranks()
+        procs = [self._procs[g] for g in granks]
+        for p in procs:
+            if p.key in node.dead:
+                raise SupervisionError(name, p.rank, f"cannot spawn: {node.dead[p.key]}")
+        keys = [p.key for p in procs]
+        try:
+            data, extras = node.encode((cls, args, kwargs), keys)
+        except TypeError as e:
+            raise TypeError(f"arguments of {cls.__qualname__} cannot be sent: {e}") from None
+        st.names.add(name)
+        mid = _ctl.next_id()
+        ext = self._shape.extent
+        addrs = []
+        for i, p in enumerate(procs):
+            addr = _ctl.alloc_addr(node, f"a{mid}.{p.rank}")
+            addrs.append(addr)
+            hdr = (SPAWN, name, addr, i, ext.labels, ext.sizes, p.rank, main_path)
+            node.send(p.key, [_pack(hdr, data), *extras])
+        return ActorMesh(name, cls.__qualname__, eps, plain, addrs, keys,
+                         Shape.dense(ext.labels, ext.sizes), st)
+
+    def logging_option(self, stream_to_client: bool = True,
+                       aggregate_window_sec: float | None = None) -> None:
+        """Forward workers' output to this process (default) and optionally aggregate
+        identical lines across ranks over a window of ``aggregate_window_sec``."""
+        if aggregate_window_sec is not None and aggregate_window_sec < 0:
+            raise ValueError(f"aggregate_window_sec must be >= 0 or None, not "
+                             f"{aggregate_window_sec!r}")
+        get_node()
+        _ctl.SINK.options[self._state.mesh_id] = (bool(stream_to_client),
+                                                  aggregate_window_sec)
+
+    def flush_logs(self) -> None:
+        """Print aggregated log lines now instead of at the end of the window."""
+        node = get_node()
+        done = Future._make(node)
+        node.call_in_pump(lambda: (_ctl.SINK.flush(), done._set_result(None)))
+        done.get(5)
+
+    def stop(self) -> Future:
+        """Stop every proc of this mesh; the Future resolves when all have exited.
+
+        Pending calls on them fail with :class:`SupervisionError`; new calls on its
+        actor meshes raise :class:`MeshStoppedError`.  Idempotent.
+        """
+        st = self._state
+        node = get_node()
+        if st.stop_future is not None:
+            return st.stop_future
+        st.stopped = True
+        fut = st.stop_future = Future._make(node)
+        live = [p for p in st.procs if p.popen is not None and p.alive]
+        st.left = len(live)
+        if not live:
+            fut._set_result(None)
+            return fut
+        hdr = _pack((STOP,))
+        for p in live:
+            node.send(p.key, [hdr])
+
+        def kill_rest():
+            for p in live:
+                if p.alive:
+                    try:
+                        p.popen.kill()
+                    except OSError:
+                        pass
+        node.add_timer(_GRACE, kill_rest)
+        return fut
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop().get()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.stop()
+
+    def __repr__(self):
+        return f"<ProcMesh {self.sizes!r}>"
+
+
+class HostMesh(MeshTrait):
+    """Hosts to start procs on; ``this_host()`` is the controller's host."""
+
+    def __init__(self, shape: Shape) -> None:
+        self._shape = shape
+
+    def _new_with_shape(self, shape):
+        return HostMesh(shape)
+
+    def spawn_procs(self, per_host: dict | None = None, *, env: dict | None = None,
+                    name: str = "procs") -> ProcMesh:
+        """Start ``prod(per_host.values())`` procs per host; returns at once.
+
+        Each proc gets ``MONARCH_CY_RANK``/``MONARCH_CY_WORLD_SIZE`` and, when
+        ``per_host`` has a ``gpus`` dimension, ``CUDA_VISIBLE_DEVICES`` and
+        ``HIP_VISIBLE_DEVICES`` set to its gpu coordinate, plus ``env``.
+        """
+        import json
+        import subprocess
+        per_host = dict(per_host or {})
+        for k, v in per_host.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"per_host[{k!r}] must be a positive int, not {v!r}")
+        if env is not None and not all(isinstance(k, str) and isinstance(v, str)
+                                       for k, v in env.items()):
+            raise TypeError(f"env must map str to str, not {env!r}")
+        labels = self._shape.labels + tuple(per_host)
+        sizes = self._shape.sizes + tuple(per_host.values())
+        ext = Extent(labels, sizes)
+        node = get_node()
+        mid = _ctl.next_id()
+        procs = []
+        st = _State(mid, procs)
+        _ctl.STATES.append(st)
+        base_env = dict(os.environ)
+        base_env.update(env or {})
+        cfg = {"secret": node.keys.secret.hex(), "controller": node.addr,
+               "controller_pid": os.getpid(), "rundir": node.rundir, "mesh_id": mid,
+               "sys_path": [p for p in sys.path if isinstance(p, str)]}
+        for r in range(ext.nelements):
+            key = _ctl.alloc_addr(node, f"p{mid}.{r}")
+            point = Point(r, ext)
+            penv = dict(base_env)
+            penv["MONARCH_CY_RANK"] = str(r)
+            penv["MONARCH_CY_WORLD_SIZE"] = str(ext.nelements)
+            if "gpus" in point:
+                penv["CUDA_VISIBLE_DEVICES"] = penv["HIP_VISIBLE_DEVICES"] = \
+                    str(point["gpus"])
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "monarch_cy._actor.bootstrap"],
+                stdin=subprocess.PIPE, env=penv, close_fds=True, start_new_session=True)
+            popen.stdin.write(json.dumps(dict(cfg, addr=key, proc_rank=r)).encode())
+            popen.stdin.close()
+            p = _Proc(r, key, popen, st)
+            procs.append(p)
+            _ctl.LIVE_PROCS[key] = p
+            node.watch_pid(popen.pid, lambda pid, p=p: _on_exit(node, p))
+        return ProcMesh(procs, Shape.dense(labels, sizes), st)
+
+    def __repr__(self):
+        return f"<HostMesh {self.sizes!r}>"
+
+
+def this_host() -> HostMesh:
+    """The controller's host, as a host mesh with no dimensions."""
+    return HostMesh(Shape.dense((), ()))
+
+
+_this_proc = None
+
+
+def this_proc() -> ProcMesh:
+    """The controller process as a proc mesh of one (actors run in its threads)."""
+    global _this_proc
+    if _this_proc is None:
+        node = get_node()
+        procs = []
+        st = _State(0, procs)
+        procs.append(_Proc(0, node.addr, None, st))
+        _this_proc = ProcMesh(procs, Shape.dense((), ()), st)
+    return _this_proc
+
+
+def stop_all(grace: float = 2.0) -> None:
+    """Stop every proc mesh still running and reap every child (used at exit)."""
+    import subprocess
+    import time
+    node = get_node()
+    live = [p for p in list(_ctl.LIVE_PROCS.values()) if p.popen is not None]
+    for st in _ctl.STATES:
+        st.stopped = True
+    hdr = _pack((STOP,))
+    for p in live:
+        try:
+            node.send(p.key, [hdr])
+        except Exception:
+            pass
+    deadline = time.monotonic() + grace
+    for p in live:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            p.popen.wait(left)
+        except subprocess.TimeoutExpired:
+            p.popen.kill()
+            p.popen.wait()

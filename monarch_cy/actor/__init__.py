@@ -1,0 +1,43 @@
+"""monarch_cy.actor: single-controller actors, meshes and futures (Monarch's API shape).
+
+Re-exports only; the implementation lives in :mod:`monarch_cy._actor`.  Importing
+this module is cheap: it imports neither zmq, asyncio nor torch.
+"""
+
+from monarch_cy._actor.actor import (Actor, ActorMesh, Context, context, current_rank,
+                                     current_size)
+from monarch_cy._actor.endpoint import Accumulator, Endpoint, endpoint
+from monarch_cy._actor.errors import (ActorError, MeshIndexError, MeshStoppedError,
+                                      SupervisionError)
+from monarch_cy._actor.future import Future
+from monarch_cy._actor.ports import Channel, Port, PortReceiver
+from monarch_cy._actor.proc_mesh import HostMesh, ProcMesh, this_host, this_proc
+from monarch_cy._actor.shape import Extent, Point
+from monarch_cy._actor.value_mesh import ValueMesh
+
+__all__ = [
+    "Accumulator",
+    "Actor",
+    "ActorError",
+    "ActorMesh",
+    "Channel",
+    "Context",
+    "Endpoint",
+    "Extent",
+    "Future",
+    "HostMesh",
+    "MeshIndexError",
+    "MeshStoppedError",
+    "Point",
+    "Port",
+    "PortReceiver",
+    "ProcMesh",
+    "SupervisionError",
+    "ValueMesh",
+    "context",
+    "current_rank",
+    "current_size",
+    "endpoint",
+    "this_host",
+    "this_proc",
+]

@@ -1,0 +1,176 @@
+"""Actor classes used by the tests (importable by the worker procs)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+
+from monarch_cy.actor import Actor, current_rank, current_size, context, endpoint
+
+
+class Echo(Actor):
+    def __init__(self, tag="echo"):
+        self.tag = tag
+        self.count = 0
+
+    @endpoint
+    def ping(self, x):
+        return x
+
+    @endpoint
+    def incr(self, by=1):
+        self.count += by
+        return self.count
+
+    @endpoint
+    def whoami(self):
+        r = current_rank()
+        return (self.tag, r.rank, dict(r), current_size(), os.getpid(),
+                os.environ.get("CUDA_VISIBLE_DEVICES"), "torch" in sys.modules)
+
+    @endpoint
+    def boom(self, msg="boom"):
+        raise ValueError(msg)
+
+    @endpoint
+    def nbytes(self, arr):
+        return int(arr.nbytes)
+
+    @endpoint
+    def checksum(self, arr):
+        return float(arr.sum())
+
+    @endpoint
+    def make_array(self, n, fill=1):
+        import numpy as np
+        return np.full(n, fill, dtype=np.uint8)
+
+    @endpoint
+    def say(self, text, stream="stdout"):
+        print(text, file=sys.stdout if stream == "stdout" else sys.stderr)
+        return True
+
+    @endpoint
+    def log(self, text):
+        logging.getLogger("test.actor").warning(text)
+        return True
+
+    @endpoint
+    def exit_now(self, code=3):
+        os._exit(code)
+
+    @endpoint
+    def sleep(self, s):
+        import time
+        time.sleep(s)
+        return s
+
+    @endpoint(explicit_response_port=True)
+    def countdown(self, port, n):
+        for i in range(n, 0, -1):
+            port.send(i)
+
+    @endpoint
+    def send_to(self, port, value):
+        port.send(value)
+        return True
+
+    @endpoint
+    def call_other(self, mesh, x):
+        return mesh.ping.call(x).get().values()
+
+    @endpoint
+    def hold(self, mesh):
+        self.other = mesh
+        return len(mesh)
+
+    @endpoint
+    def call_held(self, x):
+        return self.other.incr.call_one(x).get(5)
+
+    def plain(self):
+        return "not an endpoint"
+
+
+class AsyncEcho(Actor):
+    def __init__(self):
+        self.log = []
+
+    @endpoint
+    async def ping(self, x):
+        return x
+
+    @endpoint
+    async def slow(self, tag, delay):
+        await asyncio.sleep(delay)
+        self.log.append(tag)
+        return tag
+
+    @endpoint
+    async def call_other(self, mesh, x):
+        vm = await mesh.ping.call(x)
+        return vm.values()
+
+    @endpoint
+    def order(self):
+        return list(self.log)
+
+    @endpoint
+    async def get_inside_loop(self, mesh):
+        return mesh.ping.call_one(1).get()
+
+
+class Recorder(Actor):
+    def __init__(self):
+        self.seen = []
+
+    @endpoint
+    def record(self, x):
+        self.seen.append(x)
+
+    @endpoint
+    def seen_list(self):
+        return list(self.seen)
+
+
+class BadInit(Actor):
+    def __init__(self):
+        raise RuntimeError("init failed on purpose")
+
+    @endpoint
+    def ping(self, x):
+        return x
+
+
+class ExitInInit(Actor):
+    def __init__(self):
+        os._exit(7)
+
+    @endpoint
+    def ping(self, x):
+        return x
+
+
+class TorchActor(Actor):
+    @endpoint
+    def double(self, t):
+        return t * 2
+
+    @endpoint
+    def tsum(self, t):
+        return float(t.sum())
+
+
+class Clash(Actor):
+    @endpoint
+    def slice(self):
+        return 1
+
+
+class Clock(Actor):
+    @endpoint
+    def now(self, x=None):
+        import time
+        return time.perf_counter()
