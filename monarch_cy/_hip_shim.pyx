@@ -39,6 +39,8 @@ cdef extern from "Python.h":
     # Declared without an exception spec: -1 with an error set is handled here.
     Py_ssize_t _as_ssize "PyLong_AsSsize_t"(object) noexcept
 
+from operator import index as _operator_index
+
 from monarch_cy._errors import (
     GpuRuntimeError,
     GpuRuntimeUnavailable,
@@ -352,11 +354,47 @@ cdef inline int _check(cudaError_t st, str call) except -1:
     return 0
 
 
+cdef object _index(object value, str param, str what):
+    """``operator.index(value)`` (numpy integers too), bools and others refused by name."""
+    if isinstance(value, bool):
+        raise TypeError(f"{param} must be {what}, got {value!r}")
+    try:
+        return _operator_index(value)
+    except TypeError:
+        raise TypeError(f"{param} must be {what}, got {value!r}") from None
+
+
+cdef inline int _int_arg(object value, str param) except? -1:
+    """A C ``int`` argument, named in the error when it is not one."""
+    cdef Py_ssize_t r
+    if PyLong_CheckExact(value):
+        r = _as_ssize(value)
+        if 0 <= r <= 2147483647:
+            return <int>r
+    return _int_arg_slow(value, param)
+
+
+cdef int _int_arg_slow(object value, str param) except? -1:
+    if PyErr_Occurred():
+        PyErr_Clear()
+    v = _index(value, param, "an int")
+    if not -2147483648 <= v <= 2147483647:
+        raise ValueError(f"{param} must fit in a C int, got {value!r}")
+    return <int>v
+
+
+cdef unsigned int _uint_arg(object value, str param) except? 0xFFFFFFFF:
+    """A C ``unsigned int`` argument (flags), named in the error when it is not one."""
+    v = _index(value, param, "a non-negative int")
+    if not 0 <= v <= 0xFFFFFFFF:
+        raise ValueError(f"{param} must fit in a C unsigned int, got {value!r}")
+    return <unsigned int>v
+
+
 cdef uintptr_t _addr_slow(object value, str param) except? 0:
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{param} must be an int address, got {value!r}")
+    value = _index(value, param, "an int address")
     if value < 0:
         raise ValueError(f"{param} must be a non-negative address, got {value!r}")
     if value >= (1 << 64):
@@ -377,11 +415,12 @@ cdef inline uintptr_t _addr(object value, str param) except? 0:
 
 
 cdef size_t _size_slow(object value, str param) except? 0:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{param} must be an int, got {value!r}")
+    value = _index(value, param, "an int")
     if value < 0:
         raise ValueError(f"{param} must be >= 0, got {value!r}")
-    raise ValueError(f"{param} is too large: {value!r}")
+    if value >= (1 << 63):
+        raise ValueError(f"{param} is too large: {value!r}")
+    return <size_t>value
 
 
 cdef inline size_t _size(object value, str param) except? 0:
@@ -418,11 +457,12 @@ def getDevice():
     return d
 
 
-def setDevice(int device):
+def setDevice(device):
+    cdef int c_device = _int_arg(device, "device")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.SetDevice(device)
+        st = mcy_rt.fn.SetDevice(c_device)
     _check(st, "SetDevice")
 
 
@@ -434,19 +474,20 @@ def deviceSynchronize():
     _check(st, "DeviceSynchronize")
 
 
-def getDeviceProperties(int device):
+def getDeviceProperties(device):
     """The fields the tables locate: ``{"name", "total_memory", "arch_name"}``.
 
     ``arch_name`` is the gfx architecture on ROCm where the layout is known,
     else ``None``.  Other properties come from :func:`deviceGetAttribute`.
     """
+    cdef int c_device = _int_arg(device, "device")
     cdef char buf[_PROP_BUFFER]
     cdef cudaError_t st
     cdef size_t total = 0
     _need_bound()
     c_memset(buf, 0, _PROP_BUFFER)
     with nogil:
-        st = mcy_rt.fn.GetDeviceProperties(<void*>buf, device)
+        st = mcy_rt.fn.GetDeviceProperties(<void*>buf, c_device)
     _check(st, "GetDeviceProperties")
     t = _table
     name = _cstr(buf + <int>t.prop_name_offset, 256)
@@ -457,44 +498,51 @@ def getDeviceProperties(int device):
     return {"name": name, "total_memory": total, "arch_name": arch}
 
 
-def deviceGetAttribute(int attr, int device):
+def deviceGetAttribute(attr, device):
     """The vendor's attribute number ``attr`` of ``device`` (numbers differ by vendor)."""
+    cdef int c_attr = _int_arg(attr, "attr")
+    cdef int c_device = _int_arg(device, "device")
     cdef int value = 0
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.DeviceGetAttribute(&value, attr, device)
+        st = mcy_rt.fn.DeviceGetAttribute(&value, c_attr, c_device)
     _check(st, "DeviceGetAttribute")
     return value
 
 
-def deviceGetPCIBusId(int device):
+def deviceGetPCIBusId(device):
+    cdef int c_device = _int_arg(device, "device")
     cdef char buf[64]
     cdef cudaError_t st
     _need_bound()
     c_memset(buf, 0, 64)
     with nogil:
-        st = mcy_rt.fn.DeviceGetPCIBusId(buf, 63, device)
+        st = mcy_rt.fn.DeviceGetPCIBusId(buf, 63, c_device)
     _check(st, "DeviceGetPCIBusId")
     return _cstr(buf, 63)
 
 
-def deviceCanAccessPeer(int device, int peer_device):
+def deviceCanAccessPeer(device, peer_device):
+    cdef int c_device = _int_arg(device, "device")
+    cdef int c_peer_device = _int_arg(peer_device, "peer_device")
     cdef int ok = 0
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.DeviceCanAccessPeer(&ok, device, peer_device)
+        st = mcy_rt.fn.DeviceCanAccessPeer(&ok, c_device, c_peer_device)
     _check(st, "DeviceCanAccessPeer")
     return bool(ok)
 
 
-def deviceEnablePeerAccess(int peer_device, unsigned int flags=0):
+def deviceEnablePeerAccess(peer_device, flags=0):
     """Enable access from the current device to ``peer_device``; already enabled is fine."""
+    cdef int c_peer_device = _int_arg(peer_device, "peer_device")
+    cdef unsigned int c_flags = _uint_arg(flags, "flags")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.DeviceEnablePeerAccess(peer_device, flags)
+        st = mcy_rt.fn.DeviceEnablePeerAccess(c_peer_device, c_flags)
     if st == 704:  # PeerAccessAlreadyEnabled: same value on both vendors
         with nogil:
             mcy_rt.fn.GetLastError()
@@ -557,14 +605,15 @@ def free(ptr):
     _check(st, "Free")
 
 
-def hostAlloc(size, unsigned int flags=0):
+def hostAlloc(size, flags=0):
     """Page-locked host memory; free it with :func:`freeHost`."""
+    cdef unsigned int c_flags = _uint_arg(flags, "flags")
     cdef void* p = NULL
     cdef size_t n = _size(size, "size")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.HostAlloc(&p, n, flags)
+        st = mcy_rt.fn.HostAlloc(&p, n, c_flags)
     _check(st, "HostAlloc")
     return <uintptr_t>p
 
@@ -578,14 +627,15 @@ def freeHost(ptr):
     _check(st, "FreeHost")
 
 
-def hostRegister(ptr, size, unsigned int flags=0):
+def hostRegister(ptr, size, flags=0):
     """Page-lock existing host memory; undo with :func:`hostUnregister`."""
+    cdef unsigned int c_flags = _uint_arg(flags, "flags")
     cdef void* p = <void*>_addr(ptr, "ptr")
     cdef size_t n = _size(size, "size")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.HostRegister(p, n, flags)
+        st = mcy_rt.fn.HostRegister(p, n, c_flags)
     _check(st, "HostRegister")
 
 
@@ -598,20 +648,22 @@ def hostUnregister(ptr):
     _check(st, "HostUnregister")
 
 
-def memcpy(dst, src, size, int kind):
+def memcpy(dst, src, size, kind):
     """Blocking copy of ``size`` bytes; ``kind`` is a MEMCPY_* value."""
+    cdef int c_kind = _int_arg(kind, "kind")
     cdef void* d = <void*>_addr(dst, "dst")
     cdef const void* s = <const void*>_addr(src, "src")
     cdef size_t n = _size(size, "size")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.Memcpy(d, s, n, kind)
+        st = mcy_rt.fn.Memcpy(d, s, n, c_kind)
     _check(st, "Memcpy")
 
 
-def memcpyAsync(dst, src, size, int kind, stream):
+def memcpyAsync(dst, src, size, kind, stream):
     """Copy enqueued on ``stream`` (0: the legacy default stream); returns at once."""
+    cdef int c_kind = _int_arg(kind, "kind")
     cdef void* d = <void*>_addr(dst, "dst")
     cdef const void* s = <const void*>_addr(src, "src")
     cdef size_t n = _size(size, "size")
@@ -619,39 +671,42 @@ def memcpyAsync(dst, src, size, int kind, stream):
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.MemcpyAsync(d, s, n, kind, strm)
+        st = mcy_rt.fn.MemcpyAsync(d, s, n, c_kind, strm)
     _check(st, "MemcpyAsync")
 
 
-def memset(ptr, int value, size):
+def memset(ptr, value, size):
+    cdef int c_value = _int_arg(value, "value")
     cdef void* p = <void*>_addr(ptr, "ptr")
     cdef size_t n = _size(size, "size")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.Memset(p, value, n)
+        st = mcy_rt.fn.Memset(p, c_value, n)
     _check(st, "Memset")
 
 
-def memsetAsync(ptr, int value, size, stream):
+def memsetAsync(ptr, value, size, stream):
+    cdef int c_value = _int_arg(value, "value")
     cdef void* p = <void*>_addr(ptr, "ptr")
     cdef size_t n = _size(size, "size")
     cdef cudaStream_t strm = <cudaStream_t>_addr(stream, "stream")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.MemsetAsync(p, value, n, strm)
+        st = mcy_rt.fn.MemsetAsync(p, c_value, n, strm)
     _check(st, "MemsetAsync")
 
 
 # ---------------------------------------------------------------- streams
 
-def streamCreateWithFlags(unsigned int flags=0):
+def streamCreateWithFlags(flags=0):
+    cdef unsigned int c_flags = _uint_arg(flags, "flags")
     cdef cudaStream_t s = NULL
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.StreamCreateWithFlags(&s, flags)
+        st = mcy_rt.fn.StreamCreateWithFlags(&s, c_flags)
     _check(st, "StreamCreateWithFlags")
     return <uintptr_t>s
 
@@ -689,24 +744,26 @@ def streamQuery(stream):
     return True
 
 
-def streamWaitEvent(stream, event, unsigned int flags=0):
+def streamWaitEvent(stream, event, flags=0):
+    cdef unsigned int c_flags = _uint_arg(flags, "flags")
     cdef cudaStream_t s = <cudaStream_t>_addr(stream, "stream")
     cdef cudaEvent_t e = <cudaEvent_t>_addr(event, "event")
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.StreamWaitEvent(s, e, flags)
+        st = mcy_rt.fn.StreamWaitEvent(s, e, c_flags)
     _check(st, "StreamWaitEvent")
 
 
 # ---------------------------------------------------------------- events
 
-def eventCreateWithFlags(unsigned int flags=0):
+def eventCreateWithFlags(flags=0):
+    cdef unsigned int c_flags = _uint_arg(flags, "flags")
     cdef cudaEvent_t e = NULL
     cdef cudaError_t st
     _need_bound()
     with nogil:
-        st = mcy_rt.fn.EventCreateWithFlags(&e, flags)
+        st = mcy_rt.fn.EventCreateWithFlags(&e, c_flags)
     _check(st, "EventCreateWithFlags")
     return <uintptr_t>e
 
@@ -782,14 +839,14 @@ def ipcGetMemHandle(ptr):
     return PyBytes_FromStringAndSize(h.reserved, MCY_IPC_HANDLE_SIZE)
 
 
-def ipcOpenMemHandle(bytes handle, flags=None):
+def ipcOpenMemHandle(bytes handle not None, flags=None):
     """Map another process's allocation; ``flags`` defaults to lazy peer access.
 
     Close the mapping with :func:`ipcCloseMemHandle`.
     """
     cdef cudaIpcMemHandle_t h
     cdef void* p = NULL
-    cdef unsigned int f = _ipc_lazy_flag if flags is None else <unsigned int>flags
+    cdef unsigned int f = _ipc_lazy_flag if flags is None else _uint_arg(flags, "flags")
     cdef cudaError_t st
     if len(handle) != MCY_IPC_HANDLE_SIZE:
         raise ValueError(f"handle must be exactly {MCY_IPC_HANDLE_SIZE} bytes, got {len(handle)}")
@@ -867,17 +924,19 @@ def peekAtLastError():
     return st
 
 
-def getErrorName(int status):
+def getErrorName(status):
+    cdef int c_status = _int_arg(status, "status")
     _need_bound()
     cdef const char* s
     with nogil:
-        s = mcy_rt.fn.GetErrorName(status)
+        s = mcy_rt.fn.GetErrorName(c_status)
     return _text(s)
 
 
-def getErrorString(int status):
+def getErrorString(status):
+    cdef int c_status = _int_arg(status, "status")
     _need_bound()
     cdef const char* s
     with nogil:
-        s = mcy_rt.fn.GetErrorString(status)
+        s = mcy_rt.fn.GetErrorString(c_status)
     return _text(s)

@@ -385,7 +385,11 @@ def _search_and_bind() -> RuntimeBinding:
             tried.append(f"{c.describe()}: opened but not usable ({e})")
             continue
         _hip_shim.bind(platform, addresses, table)
-        _bind_driver(lib, platform)
+        try:
+            _bind_driver(lib, platform)
+        except Exception:  # never leave the shim bound without a binding recorded
+            _hip_shim.unbind()
+            raise
         tried.append(f"{c.describe()}: bound")
         path = c.location if os.sep in c.location else _library_path(lib, c.location)
         return RuntimeBinding(platform, path, c.source, version, table, symbols, tuple(tried))
