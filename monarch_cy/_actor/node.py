@@ -235,7 +235,7 @@ class Node:
             if due:
                 self._timers = [t for t in self._timers if t[0] > now]
                 for _, fn in due:
-                    fn()
+                    _guard(fn)
                 timeout_ms = 0
             else:
                 nxt = min(t[0] for t in self._timers)
@@ -257,9 +257,9 @@ class Node:
                 pid, cb = self._pidfds.pop(sock)
                 self._poller.unregister(sock)
                 os.close(sock)
-                cb(pid)
+                _guard(cb, pid)
         while self._todo:
-            self._todo.popleft()()
+            _guard(self._todo.popleft())
         if self._releases:
             self._flush_releases()
 
@@ -427,6 +427,15 @@ class Node:
                 os.unlink(self.addr[6:])
             except OSError:
                 pass
+
+
+def _guard(fn, *args) -> None:
+    """Run a pump callback; a failing one is reported, never kills the pump."""
+    try:
+        fn(*args)
+    except Exception:
+        import traceback
+        traceback.print_exc()
 
 
 def _buf(f):

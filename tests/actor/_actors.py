@@ -90,6 +90,11 @@ class Echo(Actor):
     def call_held(self, x):
         return self.other.incr.call_one(x).get(5)
 
+    @endpoint
+    def make_lock(self):
+        import threading
+        return threading.Lock()
+
     def plain(self):
         return "not an endpoint"
 

@@ -1,0 +1,78 @@
+"""Actors: references between actors, async actors, context, spawn validation."""
+
+import pickle
+
+import pytest
+
+from _actors import AsyncEcho, BadInit, Clash, Echo
+from monarch_cy.actor import ActorError, ActorMesh, this_proc
+
+
+def test_mesh_reference_passed_to_actors(procs, echo, name):
+    caller = procs.spawn(name, Echo)
+    out = caller.slice(gpus=0).call_other.call_one(echo.slice(gpus=slice(1, 3)), 9).get(10)
+    assert out == [9, 9]
+    # a reference kept as actor state and used later
+    target = echo.slice(gpus=3)
+    assert caller.hold.call(target).get(10).values() == [1] * 4
+    before = target.incr.call_one(0).get(10)
+    got = caller.call_held.call(1).get(10).values()
+    assert sorted(got) == [before + i for i in range(1, 5)]
+
+
+def test_mesh_pickles(echo):
+    back = pickle.loads(pickle.dumps(echo.slice(gpus=slice(2, 4))))
+    assert isinstance(back, ActorMesh) and back.sizes == {"gpus": 2}
+    assert back.ping.call(1).get(10).values() == [1, 1]
+
+
+def test_async_actor(procs, name):
+    a = procs.spawn(name, AsyncEcho)
+    assert a.ping.call(3).get(10).values() == [3] * 4
+    one = a.slice(gpus=0)
+    f1 = one.slow.call_one("slow", 0.3)
+    f2 = one.slow.call_one("fast", 0.0)
+    assert (f1.get(10), f2.get(10)) == ("slow", "fast")
+    # async endpoints interleave: the fast one finished first
+    assert one.order.call_one().get(10) == ["fast", "slow"]
+
+
+def test_async_actor_calls_other(procs, echo, name):
+    a = procs.spawn(name, AsyncEcho)
+    assert a.slice(gpus=1).call_other.call_one(echo, 4).get(10) == [4] * 4
+    with pytest.raises(ActorError, match="await"):
+        a.slice(gpus=1).get_inside_loop.call_one(echo.slice(gpus=0)).get(10)
+
+
+def test_init_failure_reported_on_call(procs, name):
+    bad = procs.spawn(name, BadInit)
+    with pytest.raises(ActorError, match="init failed on purpose") as ei:
+        bad.ping.call(1).get(10)
+    assert ei.value.endpoint == "__init__"
+
+
+def test_spawn_validation(procs, echo):
+    with pytest.raises(ValueError, match="already exists"):
+        procs.spawn("echo", Echo)
+    with pytest.raises(TypeError, match="subclass of Actor"):
+        procs.spawn("x1", object)
+    with pytest.raises(ValueError, match="clash"):
+        procs.spawn("x2", Clash)
+    with pytest.raises(TypeError, match="name must be a str"):
+        procs.spawn(3, Echo)
+    with pytest.raises(TypeError, match="cannot be sent"):
+        procs.spawn("x3", Echo, lambda: 1)
+
+
+def test_many_actors_per_proc(procs):
+    meshes = [procs.spawn(f"many{i}", Echo, i) for i in range(24)]
+    futs = [m.whoami.call() for m in meshes]
+    for i, f in enumerate(futs):
+        assert [w[0] for w in f.get(20).values()] == [i] * 4
+
+
+def test_actor_in_controller_process():
+    import os
+    m = this_proc().spawn("local_echo", Echo)
+    assert m.whoami.call_one().get(10)[4] == os.getpid()
+    assert m.ping.call_one(2).get(10) == 2
