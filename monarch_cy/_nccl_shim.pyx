@@ -29,6 +29,7 @@ entry (0 for a missing optional one) and calls :func:`bind`.
 """
 
 from libc.stdint cimport uintptr_t
+from libc.stdlib cimport malloc, free
 from libc.string cimport memset as c_memset, memcpy as c_memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
@@ -350,22 +351,46 @@ def commInitRankConfig(int nranks, unique_id, int rank, bint blocking=True):
 
 
 def commSplit(comm, int color, int key, bint blocking=True):
-    """``(new_comm, in_progress)``; ``new_comm`` is 0 for ``color == SPLIT_NOCOLOR``.
+    """Start ``ncclCommSplit``; returns ``(slot, in_progress)``.
 
-    Collective over ``comm``: every rank calls it.  Needs NCCL >= 2.18.
+    Collective over ``comm``: every rank calls it.  Needs NCCL >= 2.18.  NCCL
+    writes the new communicator through its out-pointer, and for a
+    non-blocking split it does so later, from its own thread; so the pointer
+    is a heap cell (``slot``), not a local.  Once ``comm`` is no longer in
+    progress, :func:`splitResult` reads the cell (the new handle; 0 for
+    ``SPLIT_NOCOLOR``) and frees it.  A split that never completes (timeout,
+    abort) must leave its cell alone: it is leaked on purpose (8 bytes)
+    because NCCL may still write it.
     """
     cdef ncclComm_t c = _comm(comm)
-    cdef ncclComm_t n = NULL
+    cdef ncclComm_t* cell = <ncclComm_t*>malloc(sizeof(ncclComm_t))
     cdef mcy_nccl_config cfg
     cdef ncclResult_t st
-    _need_bound()
-    if mcy_nccl.fn.CommSplit == NULL:
-        _missing("CommSplit", "2.18")
-    _config(&cfg, blocking)
-    with nogil:
-        st = mcy_nccl.fn.CommSplit(c, color, key, &n, <ncclConfig_t*>&cfg)
-    busy = _check(st, "CommSplit", c)
-    return <uintptr_t>n, busy
+    if cell == NULL:
+        raise MemoryError("cannot allocate the split result cell")
+    cell[0] = NULL
+    try:
+        _need_bound()
+        if mcy_nccl.fn.CommSplit == NULL:
+            _missing("CommSplit", "2.18")
+        _config(&cfg, blocking)
+        with nogil:
+            st = mcy_nccl.fn.CommSplit(c, color, key, cell, <ncclConfig_t*>&cfg)
+        busy = _check(st, "CommSplit", c)
+    except BaseException:
+        free(cell)  # the call failed outright: NCCL holds no reference to the cell
+        raise
+    return <uintptr_t>cell, busy
+
+
+def splitResult(slot):
+    """The communicator a completed :func:`commSplit` wrote; frees the cell."""
+    cdef ncclComm_t* cell = <ncclComm_t*><uintptr_t>slot
+    if cell == NULL:
+        raise ValueError("slot must be the value commSplit returned, got 0")
+    cdef uintptr_t handle = <uintptr_t>cell[0]
+    free(cell)
+    return handle
 
 
 def commDestroy(comm):

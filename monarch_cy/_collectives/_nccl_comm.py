@@ -375,9 +375,10 @@ class NcclCommunicator(Group):
         from monarch_cy.gpu._device import on_device
 
         with on_device(self.device):
-            handle, busy = nccl.commSplit(self._handle, c if c >= 0 else nccl.SPLIT_NOCOLOR, k, not self.nonblocking)
+            slot, busy = nccl.commSplit(self._handle, c if c >= 0 else nccl.SPLIT_NOCOLOR, k, not self.nonblocking)
             if busy:
-                self._poll("split", self.timeout, None)
+                self._poll("split", self.timeout, None)  # raises (and leaks the slot) on failure
+            handle = nccl.splitResult(slot)
         if not handle:
             return None
         child = NcclCommunicator.__new__(NcclCommunicator)
