@@ -287,8 +287,58 @@ def check_close(c: Client, out: dict) -> str:
     return "closing the context closed qp, mr, pd (double close is a no-op) and unpinned the buffer"
 
 
+def check_device_registration(c: Client, out: dict) -> str:
+    """The GPU-memory path's decisions, driven with host memory (no GPU in the guest)."""
+    notes = []
+    buf = mmap.mmap(-1, 1 << 16)
+    ptr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    r, w = os.pipe()
+    closed_fds = []
+
+    def not_a_dmabuf(p, n):             # an fd the kernel cannot import as a dma-buf
+        fd = os.dup(r)
+        closed_fds.append(fd)
+        return fd
+
+    mr = c.pd.register_device(ptr, 1 << 16, get_dmabuf_fd=not_a_dmabuf, keepalive=buf)
+    assert mr.kind == "device" and mr.addr == ptr and mr.length == 1 << 16
+    for fd in closed_fds:               # register_device closed the exporter's fd
+        try:
+            os.fstat(fd)
+        except OSError:
+            pass
+        else:
+            raise AssertionError(f"fd {fd} from get_dmabuf_fd was left open")
+    notes.append(f"bad dma-buf fd -> fell back to ibv_reg_mr on the pointer ({mr!r})")
+    mr.close()
+    try:
+        _rdma.reg_dmabuf_mr(c.pd.handle, 0, 4096, 0, r)
+    except VerbsError as e:
+        notes.append(f"reg_dmabuf_mr(pipe fd) -> {e.name}")
+    else:
+        raise AssertionError("a pipe registered as a dma-buf")
+    os.close(r)
+    os.close(w)
+
+    def exporter_fails(p, n):
+        raise RuntimeError("memGetDmaBufFd: not supported")
+
+    unmapped = 0x10000                  # below mmap_min_addr: never mapped
+    try:
+        c.pd.register_device(unmapped, 4096, get_dmabuf_fd=exporter_fails)
+    except VerbsError as e:
+        assert e.name == "GPU_MEMORY_NOT_REGISTRABLE", e
+        assert "memGetDmaBufFd: not supported" in e.message and "peer memory" in e.message, e
+        notes.append(f"neither path -> {e}")
+    else:
+        raise AssertionError("unmapped memory registered")
+    buf.close()
+    return "; ".join(notes)
+
+
 CHECKS = [check_devices, check_write, check_read, check_batch_reuse, check_bad_rkey,
-          check_remote_out_of_range, check_local_unregistered, check_timeout, check_close]
+          check_remote_out_of_range, check_local_unregistered, check_timeout,
+          check_device_registration, check_close]
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 CHECKS = ["devices", "write", "read", "batch_reuse", "bad_rkey", "remote_out_of_range",
-          "local_unregistered", "timeout", "close", "owner_close", "owner_exit"]
+          "local_unregistered", "timeout", "device_registration", "close", "owner_close", "owner_exit"]
 
 
 @pytest.mark.parametrize("name", CHECKS)
