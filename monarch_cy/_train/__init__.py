@@ -1,0 +1,1 @@
+"""Private implementation of ``monarch-cy train`` (see :mod:`monarch_cy.train`)."""
