@@ -563,6 +563,8 @@ cdef class WorkBatch:
     region (``ValueError`` otherwise), so unregistered memory is caught here
     rather than by the device.  The batch holds no Python references to the
     memory; the caller keeps the regions registered while it is in flight.
+    A batch may be posted again once its completions have arrived, but never
+    from two threads at once (:func:`post` cuts the chain in place).
     """
 
     def __cinit__(self, int opcode, ops, regions=None, uint64_t wr_id_base=0):

@@ -22,6 +22,7 @@ Not thread-safe: one thread drives one queue pair (use one per thread).
 from __future__ import annotations
 
 import random
+import time
 from typing import Iterable, Sequence
 
 from monarch_cy import _rdma
@@ -115,15 +116,21 @@ class QueuePair(Owned):
         return _rdma.WorkBatch(opcode, split_ops(ops, self._max_msg), self.pd._regions, wr_id_base)
 
     def submit(self, batch: _rdma.WorkBatch, timeout: float = 30.0) -> None:
-        """Post ``batch`` in send-queue windows and wait for all of it (GIL released)."""
+        """Post ``batch`` in send-queue windows and wait for all of it (GIL released).
+
+        ``timeout`` bounds the whole batch.  Windows run one after another (each
+        waits for the previous one's completions): simple and bounded, not yet
+        pipelined.
+        """
         self._check_open()
         if not self.connected:
             raise ValueError("queue pair is not connected: call connect(peer_endpoint) first")
+        deadline = time.monotonic() + timeout
         total = len(batch)
         for start in range(0, total, self.max_send_wr):
             count = min(self.max_send_wr, total - start)
             _rdma.post(self._qp, batch, start, count)
-            _rdma.wait(self._cq, count, timeout)
+            _rdma.wait(self._cq, count, max(0.0, deadline - time.monotonic()))
 
     def read(self, ops: Sequence[Op], timeout: float = 30.0) -> None:
         """RDMA READ: copy each remote range into its local range; block until done."""

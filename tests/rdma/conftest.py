@@ -124,7 +124,13 @@ def rdma_guest() -> GuestRun:
             p = run.out / name
             return int(p.read_text().strip()) if p.exists() else -1
 
-        return GuestRun(results, run.log, run.console, run.seconds,
-                        (counter("veth_a_tx_bytes"), counter("veth_a_rx_bytes")))
+        guest = GuestRun(results, run.log, run.console, run.seconds,
+                         (counter("veth_a_tx_bytes"), counter("veth_a_rx_bytes")))
+        # Shown with `pytest -s`: what ran in the guest, in one line per check.
+        print(f"\n[rdma guest] boot + checks: {run.seconds:.1f} s; owner's veth tx/rx bytes: "
+              f"{guest.veth_bytes}")
+        for name, r in results.items():
+            print(f"[rdma guest] {name}: {'ok' if r['ok'] else 'FAILED'}: {r['detail'][:400]}")
+        return guest
     finally:
         shutil.rmtree(run.out, ignore_errors=True)
