@@ -8,8 +8,8 @@ transport; a pipe in tests): each side sends ``qp.endpoint`` and calls
 :meth:`QueuePair.read` / :meth:`QueuePair.write` move lists of
 ``(local_addr, lkey, remote_addr, rkey, length)`` and block (GIL released)
 until every request has completed, at most ``timeout`` seconds.  Requests
-longer than the port's message limit are split; the send queue is used in
-windows of at most ``max_send_wr`` requests.  Local ranges are checked against
+longer than the port's message limit are split; at most ``max_send_wr``
+requests are in flight (more are posted as half of them complete).  Local ranges are checked against
 the protection domain's live regions before anything is posted (``ValueError``
 for unregistered memory).  A failed completion raises ``VerbsError`` with its
 ``ibv_wc_status`` name (``IBV_WC_REM_ACCESS_ERR`` for a bad rkey or a remote
@@ -116,21 +116,29 @@ class QueuePair(Owned):
         return _rdma.WorkBatch(opcode, split_ops(ops, self._max_msg), self.pd._regions, wr_id_base)
 
     def submit(self, batch: _rdma.WorkBatch, timeout: float = 30.0) -> None:
-        """Post ``batch`` in send-queue windows and wait for all of it (GIL released).
+        """Post ``batch`` and wait for all of it (GIL released while waiting).
 
-        ``timeout`` bounds the whole batch.  Windows run one after another (each
-        waits for the previous one's completions): simple and bounded, not yet
-        pipelined.
+        Keeps up to ``max_send_wr`` requests in flight: whenever half of them
+        have completed, the next ones are posted.  ``timeout`` bounds the whole
+        batch.  On an error completion the queue pair is dead (see the module
+        docstring) and ``VerbsError`` propagates.
         """
         self._check_open()
         if not self.connected:
             raise ValueError("queue pair is not connected: call connect(peer_endpoint) first")
         deadline = time.monotonic() + timeout
-        total = len(batch)
-        for start in range(0, total, self.max_send_wr):
-            count = min(self.max_send_wr, total - start)
-            _rdma.post(self._qp, batch, start, count)
-            _rdma.wait(self._cq, count, max(0.0, deadline - time.monotonic()))
+        total, depth = len(batch), self.max_send_wr
+        step = max(1, depth // 2)
+        posted = done = 0
+        while done < total:
+            room = depth - (posted - done)
+            if posted < total and room > 0:
+                n = min(room, total - posted)
+                _rdma.post(self._qp, batch, posted, n)
+                posted += n
+            k = min(posted - done, step)
+            _rdma.wait(self._cq, k, max(0.0, deadline - time.monotonic()))
+            done += k
 
     def read(self, ops: Sequence[Op], timeout: float = 30.0) -> None:
         """RDMA READ: copy each remote range into its local range; block until done."""

@@ -24,6 +24,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -193,7 +194,7 @@ def check_batch_reuse(c: Client, out: dict) -> str:
         qp.submit(batch, timeout=60)
         assert c.buf[: 300 * 4096] == pattern(4, OWNER_BYTES)[: 300 * 4096]
     qp.close()
-    return f"{len(batch)}-request READ batch ({batch.nbytes} bytes) posted twice in windows of {qp.max_send_wr}"
+    return f"{len(batch)}-request READ batch ({batch.nbytes} bytes) posted twice, up to {qp.max_send_wr} in flight"
 
 
 def _expect_verbs_error(fn, names: set[str]) -> VerbsError:
@@ -251,16 +252,36 @@ def check_local_unregistered(c: Client, out: dict) -> str:
 
 
 def check_timeout(c: Client, out: dict) -> str:
+    """An idle wait times out on time, and releases the GIL while it waits."""
     qp = c.new_qp()
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin() -> None:                 # needs the GIL for every tick
+        while not stop.is_set():
+            ticks[0] += 1
+
+    # Baseline: how far the thread gets in 0.3 s while this thread sleeps (GIL free).
+    th = threading.Thread(target=spin)
+    th.start()
+    time.sleep(0.3)
+    base = ticks[0]
     t = time.monotonic()
     try:
         _rdma.wait(qp._cq, 1, 0.3)
     except VerbsTimeout as e:
         dt = time.monotonic() - t
+        during = ticks[0] - base
+        stop.set()
+        th.join()
         assert 0.25 <= dt < 5, dt
         assert isinstance(e, TimeoutError)
-        msg = f"{e} after {dt:.2f} s"
+        # Holding the GIL for 0.3 s would leave the thread at most one switch interval.
+        assert during > base // 4, f"thread advanced {during} during wait vs {base} during sleep"
+        msg = f"{e} after {dt:.2f} s; another thread ran {during} ticks meanwhile ({base} while sleeping)"
     else:
+        stop.set()
+        th.join()
         raise AssertionError("wait on an idle CQ returned")
     qp.close()
     return msg
