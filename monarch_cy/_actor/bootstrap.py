@@ -1,13 +1,18 @@
 """Entry point of every proc: ``python -m monarch_cy._actor.bootstrap``.
 
-The controller writes a JSON config (job secret, addresses, ranks, ``sys.path``)
-to the proc's stdin and closes it: the secret is never on a command line.  The
-per-rank environment (``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``,
-``MONARCH_CY_RANK``...) is set by the controller before this process starts, so it
-is in place before any user code runs.  This module imports no torch.
+The controller writes a JSON config (job secret, addresses, ranks, ``sys.path``) to
+the proc's stdin: the secret is never on a command line nor in the environment.
+The per-rank environment (``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``,
+``MONARCH_CY_RANK``...) is in place before any user code runs.  Nothing here
+imports torch.
 
-The main thread then pumps the proc's inbox forever; it exits on STOP (after
-flushing queued messages, at most ~1 s) or as soon as the controller dies.
+Two roles (see :mod:`.launcher`):
+
+* worker: the main thread pumps the proc's inbox forever; it exits on STOP (after
+  flushing queued messages, at most ~1 s) or as soon as the controller dies;
+* zygote (first config line has ``"zygote": true``): imports the runtime once, then
+  forks one worker per request line, reporting ``forked``/``exit`` lines on its
+  status pipe; it exits when its stdin closes.
 """
 
 from __future__ import annotations
@@ -36,23 +41,106 @@ def _stop(node, hdr, data, extras) -> None:
     os._exit(0)
 
 
-def main() -> None:
-    cfg = json.loads(sys.stdin.buffer.read())
+def worker_main(cfg: dict) -> None:
+    """Run a worker with ``cfg`` until STOP or the controller's death; never returns."""
+    try:
+        sys.path[:] = list(cfg["sys_path"]) + [p for p in sys.path
+                                               if p not in cfg["sys_path"]]
+        from monarch_cy._actor import actor_host, logs
+        from monarch_cy._actor.auth import JobKeys
+        from monarch_cy._actor.node import SPAWN, STOP, Node, set_node
+        node = Node(cfg["addr"], JobKeys(bytes.fromhex(cfg["secret"])),
+                    rundir=cfg["rundir"], is_controller=False)
+        set_node(node)
+        node.handlers[SPAWN] = actor_host.handle_spawn
+        node.handlers[STOP] = _stop
+        logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
+        node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
+        node.serve_forever()
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        os._exit(70)
+    os._exit(0)
+
+
+def _devnull_stdin() -> None:
     fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
-    sys.path[:] = list(cfg["sys_path"]) + [p for p in sys.path if p not in cfg["sys_path"]]
-    from monarch_cy._actor import actor_host, logs
-    from monarch_cy._actor.auth import JobKeys
-    from monarch_cy._actor.node import SPAWN, STOP, Node, set_node
-    node = Node(cfg["addr"], JobKeys(bytes.fromhex(cfg["secret"])), rundir=cfg["rundir"],
-                is_controller=False)
-    set_node(node)
-    node.handlers[SPAWN] = actor_host.handle_spawn
-    node.handlers[STOP] = _stop
-    logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
-    node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
-    node.serve_forever()
+
+
+def zygote_main(first: dict, stdin) -> None:
+    """Fork workers on request; report forks and exits; exit when stdin closes."""
+    import selectors
+    # Import what every worker needs, once, before any fork.
+    import zmq  # noqa: F401
+    from monarch_cy._actor import actor_host, auth, logs, node, shm, wire  # noqa: F401
+    status = first["status_fd"]
+    sel = selectors.DefaultSelector()
+    in_fd = stdin.fileno()
+    os.set_blocking(in_fd, False)
+    sel.register(in_fd, selectors.EVENT_READ, None)
+    buf = b""
+
+    def report(line: str) -> None:
+        os.write(status, line.encode() + b"\n")
+
+    while True:
+        for key, _ in sel.select():
+            if key.data is None:
+                try:
+                    chunk = os.read(in_fd, 1 << 20)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    req = json.loads(line)
+                    pid = os.fork()
+                    if pid == 0:
+                        try:
+                            sel.close()
+                            os.close(in_fd)
+                            os.close(status)
+                            _devnull_stdin()
+                            os.environ.clear()
+                            os.environ.update(req["env"])
+                            worker_main(req["cfg"])
+                        finally:
+                            os._exit(70)
+                    pfd = os.pidfd_open(pid)
+                    sel.register(pfd, selectors.EVENT_READ, pid)
+                    report(f"forked {req['id']} {pid}")
+            else:
+                pid = key.data
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                _, st = os.waitpid(pid, 0)
+                code = os.waitstatus_to_exitcode(st)
+                report(f"exit {pid} {code}")
+
+
+def _read_line(fd: int) -> bytes:
+    # Unbuffered, so that no later request line is swallowed by a buffer.
+    out = bytearray()
+    while True:
+        b = os.read(fd, 1)
+        if not b or b == b"\n":
+            return bytes(out)
+        out += b
+
+
+def main() -> None:
+    line = _read_line(0)
+    cfg = json.loads(line)
+    if cfg.get("zygote"):
+        zygote_main(cfg, sys.stdin.buffer)
+        return
+    _devnull_stdin()
+    worker_main(cfg)
 
 
 if __name__ == "__main__":

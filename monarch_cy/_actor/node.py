@@ -71,7 +71,7 @@ class Node:
         self._ports = {}
         self._port_ids = count(1)
         self.dead = {}                # proc key -> SupervisionError factory args
-        self._pidfds = {}             # fd -> (pid, callback)
+        self._fds = {}                # raw fd -> callback(fd) -> keep watching?
         self._todo = deque()          # callables to run in the pump
         self._releases = deque()      # (owner addr, seg_id)
         self._timers = []             # (deadline, fn)
@@ -99,8 +99,8 @@ class Node:
         s = self.ctx.socket(zmq.PUSH)
         s.linger = 2000
         s.sndhwm = _HWM
-        s.reconnect_ivl = 5
-        s.reconnect_ivl_max = 100
+        s.reconnect_ivl = 2          # peers bind moments after we connect: retry
+        s.reconnect_ivl_max = 0      # often, without backoff
         self.keys.client(s)
         s.connect(addr)
         return s
@@ -215,6 +215,14 @@ class Node:
     def add_timer(self, delay: float, fn) -> None:
         self.call_in_pump(lambda: self._timers.append((time.monotonic() + delay, fn)))
 
+    def watch_fd(self, fd: int, callback) -> None:
+        """Call ``callback(fd)`` in the pump whenever ``fd`` is readable, until it
+        returns False (then the fd is unregistered; closing it is the caller's)."""
+        def reg():
+            self._fds[fd] = callback
+            self._poller.register(fd, self._zmq.POLLIN)
+        self.call_in_pump(reg)
+
     def watch_pid(self, pid: int, callback) -> None:
         """Call ``callback(pid)`` in the pump when process ``pid`` exits."""
         def reg():
@@ -223,7 +231,12 @@ class Node:
             except ProcessLookupError:
                 callback(pid)
                 return
-            self._pidfds[fd] = (pid, callback)
+
+            def fired(fd):
+                os.close(fd)
+                callback(pid)
+                return False
+            self._fds[fd] = fired
             self._poller.register(fd, self._zmq.POLLIN)
         self.call_in_pump(reg)
 
@@ -253,11 +266,18 @@ class Node:
                     os.eventfd_read(self._wake_fd)
                 except BlockingIOError:
                     pass
-            elif sock in self._pidfds:
-                pid, cb = self._pidfds.pop(sock)
-                self._poller.unregister(sock)
-                os.close(sock)
-                _guard(cb, pid)
+            elif sock in self._fds:
+                cb = self._fds[sock]
+                keep = True
+                try:
+                    keep = cb(sock)
+                except Exception:
+                    import traceback
+                    traceback.print_exc()
+                    keep = False
+                if not keep:
+                    self._fds.pop(sock, None)
+                    self._poller.unregister(sock)
         while self._todo:
             _guard(self._todo.popleft())
         if self._releases:
@@ -416,9 +436,7 @@ class Node:
             self._out.clear()
         for s in (self.inbox, self._zap):
             s.close(linger=0)
-        for fd in list(self._pidfds):
-            os.close(fd)
-        self._pidfds.clear()
+        self._fds.clear()
         os.close(self._wake_fd)
         self.ctx.term()
         self.pool.close()

@@ -83,9 +83,8 @@ def _describe(code: int) -> str:
     return f"process exited with code {code}"
 
 
-def _on_exit(node, proc: _Proc) -> None:
-    """Runs in the pump when a child proc exits."""
-    code = proc.popen.wait()
+def _on_exit(node, proc: _Proc, code: int) -> None:
+    """Runs in the pump when a proc exits (reported by the launcher)."""
     proc.alive = False
     _ctl.LIVE_PROCS.pop(proc.key, None)
     st = proc.state
@@ -247,8 +246,6 @@ class HostMesh(MeshTrait):
         ``per_host`` has a ``gpus`` dimension, ``CUDA_VISIBLE_DEVICES`` and
         ``HIP_VISIBLE_DEVICES`` set to its gpu coordinate, plus ``env``.
         """
-        import json
-        import subprocess
         per_host = dict(per_host or {})
         for k, v in per_host.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -259,6 +256,8 @@ class HostMesh(MeshTrait):
         labels = self._shape.labels + tuple(per_host)
         sizes = self._shape.sizes + tuple(per_host.values())
         ext = Extent(labels, sizes)
+        from monarch_cy._actor.launcher import prestart
+        prestart()           # the zygote boots while this process sets up its node
         node = get_node()
         mid = _ctl.next_id()
         procs = []
@@ -269,6 +268,7 @@ class HostMesh(MeshTrait):
         cfg = {"secret": node.keys.secret.hex(), "controller": node.addr,
                "controller_pid": os.getpid(), "rundir": node.rundir, "mesh_id": mid,
                "sys_path": [p for p in sys.path if isinstance(p, str)]}
+        from monarch_cy._actor.launcher import start_proc
         for r in range(ext.nelements):
             key = _ctl.alloc_addr(node, f"p{mid}.{r}")
             point = Point(r, ext)
@@ -278,15 +278,11 @@ class HostMesh(MeshTrait):
             if "gpus" in point:
                 penv["CUDA_VISIBLE_DEVICES"] = penv["HIP_VISIBLE_DEVICES"] = \
                     str(point["gpus"])
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "monarch_cy._actor.bootstrap"],
-                stdin=subprocess.PIPE, env=penv, close_fds=True, start_new_session=True)
-            popen.stdin.write(json.dumps(dict(cfg, addr=key, proc_rank=r)).encode())
-            popen.stdin.close()
-            p = _Proc(r, key, popen, st)
+            handle = start_proc(node, dict(cfg, addr=key, proc_rank=r), penv)
+            p = _Proc(r, key, handle, st)
             procs.append(p)
             _ctl.LIVE_PROCS[key] = p
-            node.watch_pid(popen.pid, lambda pid, p=p: _on_exit(node, p))
+            handle._on_exit = lambda code, p=p: _on_exit(node, p, code)
         return ProcMesh(procs, Shape.dense(labels, sizes), st)
 
     def __repr__(self):
@@ -334,4 +330,9 @@ def stop_all(grace: float = 2.0) -> None:
             p.popen.wait(left)
         except subprocess.TimeoutExpired:
             p.popen.kill()
-            p.popen.wait()
+            try:
+                p.popen.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+    from monarch_cy._actor.launcher import shutdown_zygote
+    shutdown_zygote()

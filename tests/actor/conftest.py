@@ -22,9 +22,9 @@ def uniq(prefix: str = "a") -> str:
 
 
 def children() -> list:
-    """Pids of live (non-zombie) or zombie children of this process."""
-    me = str(os.getpid())
-    out = []
+    """Pids of every descendant of this process (procs are forked by a zygote
+    child), zombies included."""
+    parent = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -33,8 +33,12 @@ def children() -> list:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[1] == me:
-            out.append(int(d))
+        parent[int(d)] = int(fields[1])
+    out, frontier = [], {os.getpid()}
+    while frontier:
+        kids = {p for p, pp in parent.items() if pp in frontier}
+        out.extend(kids)
+        frontier = kids
     return out
 
 

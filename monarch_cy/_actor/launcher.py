@@ -1,0 +1,194 @@
+"""Starting procs: a fork server ("zygote") per controller, or one exec per proc.
+
+Default (``MONARCH_CY_START=fork``): the first ``spawn_procs`` starts one zygote,
+``python -m monarch_cy._actor.bootstrap``, which imports zmq and the runtime once
+and then forks a worker per request.  A fork costs a few ms instead of a fresh
+interpreter (~130 ms of imports); the zygote is single-threaded and never creates a
+zmq context or imports torch, so forking it is safe.  Each child sets its whole
+environment (per-rank ``CUDA_VISIBLE_DEVICES``...) before running anything else.
+
+``MONARCH_CY_START=exec``: one ``python -m monarch_cy._actor.bootstrap`` per proc.
+
+Either way the job secret travels through a stdin pipe, never argv or environ.
+The zygote reports each fork (``forked <id> <pid>``) and each exit
+(``exit <pid> <status>``) on a status pipe that the controller's pump reads: that
+is where proc deaths are seen (exec mode uses a pidfd per child instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+__all__ = ["start_proc", "prestart", "ProcHandle", "shutdown_zygote"]
+
+
+class ProcHandle:
+    """A started proc: ``pid``, ``kill()``, ``poll()``, ``wait(timeout)``."""
+
+    def __init__(self) -> None:
+        self.pid = None
+        self.returncode = None
+        self._started = threading.Event()
+        self._exited = threading.Event()
+        self._on_exit = None
+        self.popen = None
+
+    def kill(self) -> None:
+        if self.popen is not None:
+            self.popen.kill()
+            return
+        self._started.wait(5)
+        if self.pid is not None and self.returncode is None:
+            try:
+                os.kill(self.pid, 9)
+            except ProcessLookupError:
+                pass
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired("proc", timeout)
+        return self.returncode
+
+    def _exit(self, code: int) -> None:
+        self.returncode = code
+        self._exited.set()
+        cb = self._on_exit
+        if cb is not None:
+            cb(code)
+
+
+def _mode() -> str:
+    m = os.environ.get("MONARCH_CY_START", "fork").strip().lower()
+    if m not in ("fork", "exec"):
+        raise ValueError(f"MONARCH_CY_START={m!r}; use 'fork' or 'exec'")
+    return m
+
+
+class _Zygote:
+    def __init__(self) -> None:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "monarch_cy._actor.bootstrap"],
+            stdin=subprocess.PIPE, pass_fds=(w,), close_fds=True, start_new_session=True)
+        os.close(w)
+        self.status_fd = r
+        self.pending = {}       # request id -> handle
+        self.by_pid = {}
+        self.next_id = 0
+        self.lock = threading.Lock()
+        self.buf = b""
+        self._write({"zygote": True, "status_fd": w})
+        self.watched = False
+
+    def _write(self, obj) -> None:
+        self.popen.stdin.write(json.dumps(obj).encode() + b"\n")
+        self.popen.stdin.flush()
+
+    def fork(self, cfg: dict, env: dict) -> ProcHandle:
+        h = ProcHandle()
+        with self.lock:
+            self.next_id += 1
+            self.pending[self.next_id] = h
+            self._write({"id": self.next_id, "cfg": cfg, "env": env})
+        return h
+
+    def _readable(self, fd) -> bool:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        if not data:
+            self._lost()
+            return False
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            parts = line.split()
+            if parts[0] == b"forked":
+                h = self.pending.pop(int(parts[1]))
+                h.pid = int(parts[2])
+                self.by_pid[h.pid] = h
+                h._started.set()
+            elif parts[0] == b"exit":
+                h = self.by_pid.pop(int(parts[1]), None)
+                if h is not None:
+                    h._exit(int(parts[2]))
+        return True
+
+    def _lost(self) -> None:
+        """The zygote is gone: its procs can no longer be watched; count them dead."""
+        for h in list(self.by_pid.values()) + list(self.pending.values()):
+            h._started.set()
+            if h.pid is not None:
+                try:
+                    os.kill(h.pid, 9)
+                except ProcessLookupError:
+                    pass
+            h._exit(-9)
+        self.by_pid.clear()
+        self.pending.clear()
+
+    def close(self, timeout: float = 3.0) -> None:
+        try:
+            self.popen.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+_zygote = None
+_zlock = threading.Lock()
+
+
+def start_proc(node, cfg: dict, env: dict) -> ProcHandle:
+    """Start one proc with config ``cfg`` (sent through a pipe) and environment
+    ``env``; ``handle._on_exit(code)`` is called in the pump when it exits."""
+    global _zygote
+    if _mode() == "exec":
+        h = ProcHandle()
+        popen = subprocess.Popen([sys.executable, "-m", "monarch_cy._actor.bootstrap"],
+                                 stdin=subprocess.PIPE, env=env, close_fds=True,
+                                 start_new_session=True)
+        popen.stdin.write(json.dumps(cfg).encode() + b"\n")
+        popen.stdin.close()
+        h.popen, h.pid = popen, popen.pid
+        h._started.set()
+        node.watch_pid(popen.pid, lambda pid: h._exit(popen.wait()))
+        return h
+    z = prestart()
+    if not z.watched:
+        z.watched = True
+        node.watch_fd(z.status_fd, z._readable)
+    return z.fork(cfg, env)
+
+
+def prestart():
+    """Start the zygote now (in fork mode) so that it boots while the caller does
+    other work; idempotent.  Returns it, or None in exec mode."""
+    global _zygote
+    if _mode() == "exec":
+        return None
+    with _zlock:
+        if _zygote is None:
+            _zygote = _Zygote()
+        return _zygote
+
+
+def shutdown_zygote() -> None:
+    global _zygote
+    with _zlock:
+        z, _zygote = _zygote, None
+    if z is not None:
+        z.close()
