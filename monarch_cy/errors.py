@@ -7,6 +7,9 @@ from monarch_cy._errors import (
     NoDeviceError,
     OutOfMemoryError,
     ResourceClosedError,
+    VerbsError,
+    VerbsTimeout,
+    VerbsUnavailable,
 )
 
 __all__ = [
@@ -16,4 +19,7 @@ __all__ = [
     "NoDeviceError",
     "GpuRuntimeUnavailable",
     "ResourceClosedError",
+    "VerbsError",
+    "VerbsUnavailable",
+    "VerbsTimeout",
 ]

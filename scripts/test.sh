@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
+scripts/setup-rdma-test.sh
 exec .venv/bin/python -m pytest "$@"

@@ -35,7 +35,7 @@ from monarch_cy._hostmem import BufferPin
 from monarch_cy._verbs._device import Context
 from monarch_cy._verbs._errors import VerbsError
 from monarch_cy._verbs._records import RemoteRegion
-from monarch_cy.gpu._resource import Owned
+from monarch_cy._resource import Owned
 
 __all__ = ["ProtectionDomain", "MemoryRegion", "pin_buffer"]
 

@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 from monarch_cy import _rdma
 from monarch_cy._verbs._memory import ProtectionDomain
 from monarch_cy._verbs._records import QPEndpoint
-from monarch_cy.gpu._resource import Owned
+from monarch_cy._resource import Owned
 
 __all__ = ["QueuePair", "split_ops"]
 

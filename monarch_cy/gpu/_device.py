@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from monarch_cy import _runtime
-from monarch_cy.gpu._resource import Owned
+from monarch_cy._resource import Owned
 
 
 def shim():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monarch_cy.gpu._device import Device, as_device, on_device, shim
-from monarch_cy.gpu._resource import Owned
+from monarch_cy._resource import Owned
 from monarch_cy.gpu._stream import Stream, stream_handle
 
 

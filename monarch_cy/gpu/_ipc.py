@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from monarch_cy.gpu._device import Device, as_device, on_device, shim
 from monarch_cy.gpu._memory import DeviceMemory, _nbytes
-from monarch_cy.gpu._resource import Owned
+from monarch_cy._resource import Owned
 
 HANDLE_SIZE = 64
 

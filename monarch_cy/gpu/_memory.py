@@ -18,7 +18,7 @@ from typing import Any
 
 from monarch_cy._hostmem import BufferPin, HostRegion
 from monarch_cy.gpu._device import Device, as_device, on_device, shim
-from monarch_cy.gpu._resource import Owned
+from monarch_cy._resource import Owned
 from monarch_cy.gpu._stream import Stream, stream_handle
 
 

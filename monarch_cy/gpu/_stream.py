@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from monarch_cy.gpu._device import Device, as_device, on_device, shim
-from monarch_cy.gpu._resource import Owned
+from monarch_cy._resource import Owned
 
 
 class Stream(Owned):

@@ -1,4 +1,4 @@
-"""Lifetime rules shared by every owning GPU object.
+"""Lifetime rules shared by every owning object (GPU memory, verbs resources, ...).
 
 * ``close()`` releases at once and is idempotent; after it, every operation
   raises :class:`~monarch_cy.errors.ResourceClosedError`.
