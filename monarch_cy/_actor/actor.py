@@ -87,6 +87,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         ep = self._endpoints.get(name)
         if ep is not None:
             e = Endpoint(self, name, ep[0])
+            self.__dict__[name] = e     # later lookups skip __getattr__
             return e
         if name in self._plain:
             raise AttributeError(

@@ -50,7 +50,7 @@ def worker_main(cfg: dict) -> None:
         from monarch_cy._actor.auth import JobKeys
         from monarch_cy._actor.node import SPAWN, STOP, Node, set_node
         node = Node(cfg["addr"], JobKeys(bytes.fromhex(cfg["secret"])),
-                    rundir=cfg["rundir"], is_controller=False)
+                    rundir=cfg["rundir"], is_controller=False, direct_addr=cfg["daddr"])
         set_node(node)
         node.handlers[SPAWN] = actor_host.handle_spawn
         node.handlers[STOP] = _stop

@@ -55,12 +55,15 @@ def make_controller_node() -> Node:
     rundir = tempfile.mkdtemp(prefix="mcy-")
     keys = JobKeys()
     if transport() == "tcp":
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            addr = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        addrs = []
+        for _ in range(2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                addrs.append(f"tcp://127.0.0.1:{s.getsockname()[1]}")
+        addr, daddr = addrs
     else:
-        addr = f"ipc://{rundir}/c"
-    node = Node(addr, keys, rundir=rundir, is_controller=True)
+        addr, daddr = f"ipc://{rundir}/c", f"ipc://{rundir}/cd"
+    node = Node(addr, keys, rundir=rundir, is_controller=True, direct_addr=daddr)
     SINK = logs.LogSink(node)
     node.handlers[SPAWN] = actor_host.handle_spawn
     node.handlers[LOG] = SINK.handle

@@ -18,6 +18,7 @@ Arguments are pickled once at the call site (an unpicklable argument raises
 from __future__ import annotations
 
 import pickle
+import sys
 from typing import Any, Callable, Generic, TypeVar
 
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
@@ -28,6 +29,16 @@ from monarch_cy._actor.ports import (AccumCollector, GatherCollector, OneCollect
 __all__ = ["endpoint", "EndpointProperty", "Endpoint", "Accumulator"]
 
 R = TypeVar("R")
+
+
+_node_mod = None
+
+
+def _load_node():
+    global _node_mod
+    from monarch_cy._actor import node
+    _node_mod = node
+    return node.get_node()
 
 
 class EndpointProperty(Generic[R]):
@@ -82,16 +93,18 @@ class Endpoint(Generic[R]):
     # -- sending -----------------------------------------------------------
     def _prepare(self, granks):
         mesh = self._mesh
-        from monarch_cy._actor.node import get_node
-        node = get_node()
+        node = _node_mod.get_node() if _node_mod is not None else _load_node()
         st = mesh._state
         if st is not None and st.stopped:
             raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
                                    "calls on it are refused")
         procs = [mesh._procs[g] for g in granks]
-        return node, procs
+        aio = sys.modules.get("asyncio")
+        direct = aio is None or aio._get_running_loop() is None
+        return node, procs, direct
 
-    def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True):
+    def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True,
+              direct=True):
         mesh = self._mesh
         try:
             data, extras = node.encode((args, kwargs), procs)
@@ -99,7 +112,8 @@ class Endpoint(Generic[R]):
             raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
                             f"sent: {e}") from e.__cause__
         port_id = node.register_port(collector) if want_reply else 0
-        name, addr, key = self._name, node.addr, node.key
+        name, key = self._name, node.key
+        addr = node.direct_addr if direct else node.addr
         addrs = mesh._addrs
         dead = node.dead
         dumps = pickle.dumps
@@ -107,9 +121,8 @@ class Endpoint(Generic[R]):
         for local, g in enumerate(granks):
             p = procs[local]
             if p in dead:
-                if want_reply:
-                    node.call_in_pump(lambda p=p, c=collector, d=dead[p]:
-                                      c.proc_failed(p, d) and node.drop_port(port_id))
+                if want_reply and collector.proc_failed(p, dead[p]):
+                    node.drop_port(port_id)
                 continue
             h = dumps((name, addr, port_id, local, key), 5)
             send(addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
@@ -118,10 +131,10 @@ class Endpoint(Generic[R]):
     def call(self, *args, **kwargs) -> Future:
         mesh = self._mesh
         granks = mesh._granks()
-        node, procs = self._prepare(granks)
-        fut = Future._make(node)
+        node, procs, direct = self._prepare(granks)
+        fut = Future._make(node if direct else None)
         col = GatherCollector(fut, mesh._shape.extent, procs, mesh._name)
-        self._send(node, granks, procs, col, args, kwargs)
+        self._send(node, granks, procs, col, args, kwargs, direct=direct)
         return fut
 
     def call_one(self, *args, **kwargs) -> Future:
@@ -134,10 +147,20 @@ class Endpoint(Generic[R]):
 
     def _one(self, g, args, kwargs) -> Future:
         mesh = self._mesh
-        node, procs = self._prepare((g,))
-        fut = Future._make(node)
-        self._send(node, (g,), procs, OneCollector(fut, procs[0], mesh._name, g),
-                   args, kwargs)
+        node, procs, direct = self._prepare((g,))
+        proc = procs[0]
+        if proc in node.dead:
+            return Future._resolved(exc=SupervisionError(mesh._name, g, node.dead[proc]))
+        try:
+            data, extras = node.encode((args, kwargs), procs)
+        except TypeError as e:
+            raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
+                            f"sent: {e}") from e.__cause__
+        fut = Future._make(node if direct else None)
+        port_id = node.register_port(OneCollector(fut, proc, mesh._name, g))
+        h = pickle.dumps((self._name, node.direct_addr if direct else node.addr, port_id,
+                          0, node.key), 5)
+        node.send(mesh._addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
         return fut
 
     def choose(self, *args, **kwargs) -> Future:
@@ -148,25 +171,25 @@ class Endpoint(Generic[R]):
 
     def broadcast(self, *args, **kwargs) -> None:
         granks = self._mesh._granks()
-        node, procs = self._prepare(granks)
+        node, procs, direct = self._prepare(granks)
         self._send(node, granks, procs, None, args, kwargs, want_reply=False)
 
     def stream(self, *args, **kwargs):
         mesh = self._mesh
         granks = mesh._granks()
-        node, procs = self._prepare(granks)
-        futs = [Future._make(node) for _ in granks]
+        node, procs, direct = self._prepare(granks)
+        futs = [Future._make(node if direct else None) for _ in granks]
         self._send(node, granks, procs, StreamCollector(futs, procs, mesh._name),
-                   args, kwargs)
+                   args, kwargs, direct=direct)
         return iter(futs)
 
     def _accumulate(self, identity, combine, args, kwargs) -> Future:
         mesh = self._mesh
         granks = mesh._granks()
-        node, procs = self._prepare(granks)
-        fut = Future._make(node)
+        node, procs, direct = self._prepare(granks)
+        fut = Future._make(node if direct else None)
         col = AccumCollector(fut, mesh._shape.extent, procs, mesh._name, identity, combine)
-        self._send(node, granks, procs, col, args, kwargs)
+        self._send(node, granks, procs, col, args, kwargs, direct=direct)
         return fut
 
     def __repr__(self):

@@ -81,7 +81,15 @@ class Future(Generic[R]):
                     traceback.print_exc()
 
     def add_done_callback(self, fn: Callable[["Future"], Any]) -> None:
-        """Call ``fn(self)`` when resolved (at once, here, if already resolved)."""
+        """Call ``fn(self)`` when resolved (at once, here, if already resolved), in
+        the thread that resolves it."""
+        w = self._waiter
+        if w is not None and self._value is _PENDING:
+            w.adopt()           # someone must pump the reply even if nobody waits
+            self._add_callback(lambda f: w.unadopt())
+        self._add_callback(fn)
+
+    def _add_callback(self, fn) -> None:
         if self._value is not _PENDING:
             fn(self)
             return
@@ -95,6 +103,9 @@ class Future(Generic[R]):
 
     # -- user side ---------------------------------------------------------
     def done(self) -> bool:
+        """True once resolved (processes replies already received, never blocks)."""
+        if self._value is _PENDING and self._waiter is not None:
+            self._waiter.poke()
         return self._value is not _PENDING
 
     def _wait(self, timeout) -> None:
@@ -143,6 +154,7 @@ class Future(Generic[R]):
 
             self.add_done_callback(
                 lambda f: loop.call_soon_threadsafe(_transfer, f))
+            # (add_done_callback makes the I/O thread pump a direct reply meanwhile)
             yield from af.__await__()
         if self._exc is not None:
             raise self._exc

@@ -3,8 +3,9 @@ stream handlers write there) reach the controller, one LOG message per batch of
 complete lines, prefixed there with the actor name and rank: ``[trainer 3] text``.
 Output outside any actor is prefixed ``[proc <rank>]``.
 
-LOG messages travel on the same socket as the actor's replies, so lines printed by
-an endpoint are printed by the controller before that call's result is delivered.
+LOG messages go to the controller's background inbox (pumped by its I/O thread), so
+lines appear promptly even when nobody waits on a call; their order relative to a
+call's result (which may come back on the caller's direct inbox) is not guaranteed.
 
 Controller side, per proc mesh (``ProcMesh.logging_option``):
 ``stream_to_client=False`` drops the lines; ``aggregate_window_sec=w`` collects

@@ -8,11 +8,14 @@ Threads and sockets
 * Outgoing messages go through one PUSH socket per destination address, used from
   any thread under that destination's lock, so messages from one process to one
   destination keep their order (per-sender FIFO).
-* The inbox is *pumped* by exactly one thread at a time, under ``_pump_lock``:
-  normally the node's I/O thread, but a thread blocked in ``Future.get()`` takes the
-  pump over (the I/O thread steps aside when woken), so a reply wakes the caller
-  directly, without a thread hop.  Handlers therefore run in whichever thread pumps;
-  they never block.
+* Two inboxes.  ``inbox`` (background) is pumped by the node's I/O thread: logs,
+  releases, control, channel ports and replies to calls made inside an event loop.
+  ``direct`` receives replies to calls made from plain threads and is pumped by the
+  thread blocked in ``Future.get()`` itself (under ``_pumpA``), so a reply wakes its
+  caller with no thread hop and the I/O thread is not involved at all.  When no
+  thread can pump ``direct`` (a second concurrent waiter, ``await`` or a callback on
+  such a future), the I/O thread *adopts* it until those waiters are done.
+  Handlers run in whichever thread pumps; they never block.
 * One place watches proc exit: pidfds polled by the pump (``watch_pid``).  One place
   fails pending calls: :meth:`Node.proc_failed`.
 
@@ -33,6 +36,7 @@ from itertools import count
 
 from monarch_cy._actor import shm, wire
 from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
+from monarch_cy._actor.future import _PENDING
 
 __all__ = ["Node", "get_node", "pack", "unpack", "REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP"]
 
@@ -45,7 +49,7 @@ class Node:
     """Per-process messaging endpoint (see the module docstring)."""
 
     def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
-                 proc_key: str | None = None) -> None:
+                 proc_key: str | None = None, direct_addr: str | None = None) -> None:
         global _B
         import zmq
         import zmq.backend
@@ -61,11 +65,20 @@ class Node:
         self._zap = self.ctx.socket(zmq.REP)
         self._zap.bind(ZAP_ENDPOINT)          # before any server socket exists
         self.inbox = self.server_socket(zmq.PULL, addr)
+        self.direct_addr = direct_addr or addr + "d"
+        self.direct = self.server_socket(zmq.PULL, self.direct_addr)
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._wakeA = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._poller = zmq.Poller()
         self._poller.register(self.inbox, zmq.POLLIN)
         self._poller.register(self._zap, zmq.POLLIN)
         self._poller.register(self._wake_fd, zmq.POLLIN)
+        self._pollA = zmq.Poller()
+        self._pollA.register(self.direct, zmq.POLLIN)
+        self._pollA.register(self._wakeA, zmq.POLLIN)
+        self._pumpA = threading.Lock()
+        self._adopt = 0               # waiters that need the I/O thread to pump direct
+        self._adopted = False
         self._out = {}
         self._out_lock = threading.Lock()
         self._ports = {}
@@ -77,9 +90,7 @@ class Node:
         self._timers = []             # (deadline, fn)
         self.pool = shm.ShmPool()
         self.handlers = {}            # extra kinds -> fn(node, hdr, frames)
-        self._pump_lock = threading.Lock()
-        self._mu = threading.Condition(threading.Lock())
-        self._pumper = None
+        self._mu = threading.Lock()
         self._closed = False
         self._io_thread = None
         self.on_proc_failed = []      # callbacks(proc_key, cause), run in the pump
@@ -258,7 +269,9 @@ class Node:
         events = self._poller.poll(timeout_ms)
         for sock, _ in events:
             if sock is self.inbox:
-                self._drain_inbox()
+                self._drain(self.inbox)
+            elif sock is self.direct:
+                self._drain(self.direct)
             elif sock is self._zap:
                 self.keys.handle_zap(self._zap)
             elif sock == self._wake_fd:
@@ -295,16 +308,14 @@ class Node:
             elif owner not in self.dead:
                 self.send(owner, [pack((RELEASE, self.key, segs))])
 
-    def _drain_inbox(self) -> None:
-        inbox = self.inbox
+    def _drain(self, inbox) -> None:
         ports = self._ports
         recv = self.recv
-        Again = self._zmq.Again
+        get = _B.get
         for _ in range(1000):
-            try:
-                frames = recv(inbox, 1)
-            except Again:
+            if not get(inbox, 15) & 1:        # ZMQ_EVENTS & POLLIN: nothing queued
                 return
+            frames = recv(inbox, 1)
             hdr, data = unpack(frames[0])
             kind = hdr[0]
             try:
@@ -345,17 +356,54 @@ class Node:
             except Exception:
                 pass
         self.pool.drop_receiver(proc_key)
+        self.wake_direct()
         for cb in list(self.on_proc_failed):
             cb(proc_key, cause)
 
+    def wake_direct(self) -> None:
+        """Wake a thread pumping ``direct`` (its futures may have been resolved
+        elsewhere, e.g. failed by a proc death)."""
+        try:
+            os.eventfd_write(self._wakeA, 1)
+        except OSError:
+            pass
+
+    def adopt(self) -> None:
+        """Ask the I/O thread to pump ``direct`` too (until :meth:`unadopt`)."""
+        with self._mu:
+            self._adopt += 1
+            first = self._adopt == 1
+        if first:
+            self.wake()
+
+    def unadopt(self) -> None:
+        with self._mu:
+            self._adopt -= 1
+            last = self._adopt == 0
+        if last:
+            self.wake()    # the I/O thread lets go of direct
+
     def _io_loop(self) -> None:
+        zmq = self._zmq
         while not self._closed:
-            with self._pump_lock:
-                while self._pumper is None and not self._closed:
-                    self._poll_once(-1)
-            with self._mu:
-                while self._pumper is not None and not self._closed:
-                    self._mu.wait()
+            holding = False
+            if self._adopt > 0 and self._pumpA.acquire(False):
+                holding = True
+                if not self._adopted:
+                    self._poller.register(self.direct, zmq.POLLIN)
+                    self._adopted = True
+            elif self._adopted:
+                self._poller.unregister(self.direct)
+                self._adopted = False
+            try:
+                # adopted but direct busy (a thread pumps it): re-check soon
+                self._poll_once(5 if self._adopt > 0 and not holding else -1)
+                if holding and self._adopt == 0:
+                    self._poller.unregister(self.direct)
+                    self._adopted = False
+            finally:
+                if holding:
+                    self._pumpA.release()
 
     def start_io_thread(self) -> None:
         t = threading.Thread(target=self._io_loop, name="monarch_cy-io", daemon=True)
@@ -367,56 +415,72 @@ class Node:
         self._io_thread = threading.current_thread()
         self._io_loop()
 
-    def wait(self, fut, timeout) -> bool:
-        """Block until ``fut`` resolves (True) or ``timeout`` passes (False).
+    def poke(self) -> None:
+        """Process whatever ``direct`` holds now, without blocking (for ``done()``)."""
+        if self._pumpA.acquire(False):
+            try:
+                self._drain(self.direct)
+            finally:
+                self._pumpA.release()
 
-        The first waiting thread takes the pump over from the I/O thread; others
-        wait on their future's lock and are resolved by whoever pumps.
-        """
-        me = threading.get_ident()
-        take = False
-        if threading.current_thread() is not self._io_thread:
-            with self._mu:
-                if self._pumper is None and not self._closed:
-                    self._pumper = me
-                    take = True
-        if not take:
-            if self._pumper == me or threading.current_thread() is self._io_thread:
-                # nested wait inside a handler of the pumping thread: pump here
-                return self._pump_until(fut, timeout)
-            ok = fut._lock.acquire(True, -1 if timeout is None else timeout)
-            if ok:
-                fut._lock.release()
-            return ok
+    def wait(self, fut, timeout) -> bool:
+        """Block until ``fut`` (a reply on ``direct``) resolves (True) or ``timeout``
+        passes (False), pumping ``direct`` in this thread when it is free."""
+        if threading.current_thread() is self._io_thread:
+            return self._pump_until(fut, timeout)
+        if not self._pumpA.acquire(False):
+            self.adopt()
+            try:
+                ok = fut._lock.acquire(True, -1 if timeout is None else timeout)
+                if ok:
+                    fut._lock.release()
+                return ok
+            finally:
+                self.unadopt()
         try:
-            self.wake()
             deadline = None if timeout is None else time.monotonic() + timeout
-            while not fut.done():
-                if self._pump_lock.acquire(True, 0.05):
-                    try:
-                        left = None if deadline is None else deadline - time.monotonic()
-                        return self._pump_until(fut, left)
-                    finally:
-                        self._pump_lock.release()
-                if deadline is not None and time.monotonic() >= deadline:
-                    return fut.done()
+            from zmq.backend import zmq_poll
+            direct = self.direct
+            items = [(direct, 1), (self._wakeA, 1)]
+            while fut._value is _PENDING:
+                if deadline is None:
+                    ms = -1
+                else:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    ms = max(1, int(left * 1000))
+                for sock, _ in zmq_poll(items, ms):
+                    if sock is direct:
+                        self._drain(direct)
+                    else:
+                        try:
+                            os.eventfd_read(self._wakeA)
+                        except BlockingIOError:
+                            pass
             return True
         finally:
-            with self._mu:
-                self._pumper = None
-                self._mu.notify_all()
+            self._pumpA.release()
+            if self._adopt > 0:
+                self.wake()
 
     def _pump_until(self, fut, timeout) -> bool:
+        # Nested wait inside the I/O thread (a handler waiting): pump everything here.
         deadline = None if timeout is None else time.monotonic() + timeout
         while not fut.done():
             if deadline is None:
-                ms = 200
+                ms = 20
             else:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                ms = max(1, int(left * 1000))
+                ms = max(1, min(20, int(left * 1000)))
             self._poll_once(ms)
+            if self._pumpA.acquire(False):
+                try:
+                    self._drain(self.direct)
+                finally:
+                    self._pumpA.release()
         return True
 
     def close(self) -> None:
@@ -425,8 +489,7 @@ class Node:
             return
         self._closed = True
         self.wake()
-        with self._mu:
-            self._mu.notify_all()
+        self.wake_direct()
         if self._io_thread is not None and self._io_thread is not threading.current_thread():
             self._io_thread.join(1.0)
         with self._out_lock:
@@ -434,17 +497,19 @@ class Node:
                 with lock:
                     s.close(linger=200)
             self._out.clear()
-        for s in (self.inbox, self._zap):
+        for s in (self.inbox, self.direct, self._zap):
             s.close(linger=0)
         self._fds.clear()
         os.close(self._wake_fd)
+        os.close(self._wakeA)
         self.ctx.term()
         self.pool.close()
-        if self.addr.startswith("ipc://"):
-            try:
-                os.unlink(self.addr[6:])
-            except OSError:
-                pass
+        for a in (self.addr, self.direct_addr):
+            if a.startswith("ipc://"):
+                try:
+                    os.unlink(a[6:])
+                except OSError:
+                    pass
 
 
 def _guard(fn, *args) -> None:

@@ -187,7 +187,7 @@ class PortReceiver:
         return False
 
     def recv(self) -> Future:
-        f = Future._make(self._node)
+        f = Future._make(None)       # resolved by the I/O thread (background inbox)
         with self._lock:
             item = self._items.popleft() if self._items else None
             if item is None:

@@ -178,7 +178,7 @@ class ProcMesh(MeshTrait):
     def flush_logs(self) -> None:
         """Print aggregated log lines now instead of at the end of the window."""
         node = get_node()
-        done = Future._make(node)
+        done = Future._make(None)
         node.call_in_pump(lambda: (_ctl.SINK.flush(), done._set_result(None)))
         done.get(5)
 
@@ -193,7 +193,7 @@ class ProcMesh(MeshTrait):
         if st.stop_future is not None:
             return st.stop_future
         st.stopped = True
-        fut = st.stop_future = Future._make(node)
+        fut = st.stop_future = Future._make(None)
         live = [p for p in st.procs if p.popen is not None and p.alive]
         st.left = len(live)
         if not live:
@@ -278,7 +278,8 @@ class HostMesh(MeshTrait):
             if "gpus" in point:
                 penv["CUDA_VISIBLE_DEVICES"] = penv["HIP_VISIBLE_DEVICES"] = \
                     str(point["gpus"])
-            handle = start_proc(node, dict(cfg, addr=key, proc_rank=r), penv)
+            daddr = _ctl.alloc_addr(node, f"p{mid}.{r}d")
+            handle = start_proc(node, dict(cfg, addr=key, daddr=daddr, proc_rank=r), penv)
             p = _Proc(r, key, handle, st)
             procs.append(p)
             _ctl.LIVE_PROCS[key] = p

@@ -125,3 +125,37 @@ def test_get_inside_event_loop_refuses(echo):
 def test_controller_context():
     p = current_rank()
     assert p.rank == 0 and dict(p) == {}
+
+
+def test_future_from_sync_awaited_later(echo):
+    f = echo.slice(gpus=0).sleep.call_one(0.1)     # made outside any loop
+
+    async def main():
+        return await f
+    assert asyncio.run(main()) == 0.1
+
+
+def test_concurrent_waiters_and_done_polling(echo):
+    import time
+    results = {}
+
+    def worker(i):
+        results[i] = echo.slice(gpus=i % 4).sleep.call_one(0.05 * (i % 3)).get(10)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert results == {i: 0.05 * (i % 3) for i in range(8)}
+    f = echo.slice(gpus=1).ping.call_one("polled")
+    end = time.monotonic() + 10
+    while not f.done() and time.monotonic() < end:
+        time.sleep(0.001)
+    assert f.done() and f.get(0) == "polled"
+    seen = []
+    g = echo.slice(gpus=2).sleep.call_one(0.05)
+    g.add_done_callback(lambda fut: seen.append(fut.get(0)))
+    end = time.monotonic() + 10
+    while not seen and time.monotonic() < end:
+        time.sleep(0.01)
+    assert seen == [0.05]

