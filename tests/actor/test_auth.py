@@ -32,9 +32,13 @@ def _targets(echo):
 def test_raw_socket_pickle_is_dropped(echo, tmp_path):
     for i, addr in enumerate(_targets(echo)):
         path = str(tmp_path / f"pwned{i}")
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5)
-        s.connect(addr[len("ipc://"):])
+        if addr.startswith("ipc://"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(addr[len("ipc://"):])
+        else:
+            host, port = addr[len("tcp://"):].rsplit(":", 1)
+            s = socket.create_connection((host, int(port)), timeout=5)
         s.sendall(_payload(path) * 4)
         dropped = False
         end = time.monotonic() + 5
