@@ -99,9 +99,7 @@ class Endpoint(Generic[R]):
             raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
                                    "calls on it are refused")
         procs = [mesh._procs[g] for g in granks]
-        aio = sys.modules.get("asyncio")
-        direct = aio is None or aio._get_running_loop() is None
-        return node, procs, direct
+        return node, procs, True
 
     def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True,
               direct=True):

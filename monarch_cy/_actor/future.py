@@ -145,16 +145,25 @@ class Future(Generic[R]):
     def __await__(self):
         if self._value is _PENDING:
             import asyncio
+            import threading
             loop = asyncio.get_running_loop()
             af = loop.create_future()
+            tid = threading.get_ident()
 
-            def _transfer(_f, af=af):
+            def _transfer(_f=None, af=af):
                 if not af.done():
                     af.set_result(None)
 
-            self.add_done_callback(
-                lambda f: loop.call_soon_threadsafe(_transfer, f))
-            # (add_done_callback makes the I/O thread pump a direct reply meanwhile)
+            def _cb(f):
+                if threading.get_ident() == tid:   # resolved by this loop's reader
+                    _transfer()
+                else:
+                    loop.call_soon_threadsafe(_transfer)
+
+            w = self._waiter
+            if w is not None:
+                w.loop_reader(loop)     # this loop pumps the reply inbox itself
+            self._add_callback(_cb)
             yield from af.__await__()
         if self._exc is not None:
             raise self._exc

@@ -78,6 +78,8 @@ class Node:
         self._pollA.register(self._wakeA, zmq.POLLIN)
         self._pumpA = threading.Lock()
         self._adopt = 0               # waiters that need the I/O thread to pump direct
+        import weakref
+        self._loops = weakref.WeakSet()  # asyncio loops that pump direct themselves
         self._adopted = False
         self._out = {}
         self._out_lock = threading.Lock()
@@ -414,6 +416,30 @@ class Node:
         """Pump in this thread until closed (workers' main thread)."""
         self._io_thread = threading.current_thread()
         self._io_loop()
+
+    def loop_reader(self, loop) -> None:
+        """Make the running asyncio ``loop`` pump ``direct`` when it is readable
+        (once per loop), so an awaited reply wakes the loop with no thread hop."""
+        loops = self._loops
+        if loop in loops:
+            return
+        loops.add(loop)
+        fd = _B.get(self.direct, 14)          # ZMQ_FD (edge-triggered: drain fully)
+        direct, lock, get = self.direct, self._pumpA, _B.get
+
+        def on_readable():
+            if lock.acquire(False):
+                try:
+                    self._drain(direct)
+                finally:
+                    lock.release()
+                if get(direct, 15) & 1:
+                    loop.call_soon(on_readable)
+            else:                              # a thread is pumping: look again soon
+                loop.call_later(0.0005, on_readable)
+
+        loop.add_reader(fd, on_readable)
+        loop.call_soon(on_readable)
 
     def poke(self) -> None:
         """Process whatever ``direct`` holds now, without blocking (for ``done()``)."""
