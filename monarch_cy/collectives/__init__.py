@@ -14,6 +14,14 @@ from monarch_cy._collectives._errors import (
 )
 from monarch_cy._collectives._factory import BACKENDS, default_backend, make_group
 from monarch_cy._collectives._gloo import GLOO_DTYPES, GlooGroup
+from monarch_cy._collectives._mesh import (
+    create_group,
+    create_groups,
+    destroy_group,
+    group,
+    group_names,
+    setup_torch_distributed,
+)
 from monarch_cy._collectives._group import Group, ReduceOp, Work
 from monarch_cy._collectives._nccl_comm import NcclCommunicator
 from monarch_cy._collectives._nccl_loader import MIN_VERSION as NCCL_MIN_VERSION
@@ -29,6 +37,12 @@ __all__ = [
     "UniqueId",
     "TcpRendezvous",
     "make_group",
+    "create_group",
+    "create_groups",
+    "destroy_group",
+    "group",
+    "group_names",
+    "setup_torch_distributed",
     "default_backend",
     "pick_free_port",
     "setup_torch_env",
