@@ -30,6 +30,23 @@ class Reducer(Actor):
         return float(t.item())
 
     @endpoint
+    def all_reduce_gpu(self, name: str, value: float):
+        import torch
+
+        from monarch_cy.collectives import group
+
+        g = group(name)
+        t = torch.tensor([value], dtype=torch.float64, device="cuda")
+        g.all_reduce(t)
+        return (g.rank, g.size, float(t.item()), dict(current_rank()))
+
+    @endpoint
+    def backend_of(self, name: str) -> str:
+        from monarch_cy.collectives import group
+
+        return type(group(name)).__name__
+
+    @endpoint
     def torch_dist_sum(self, value: float):
         import os
 
