@@ -8,6 +8,11 @@ OUT=${OUT:-.out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PYTHON:-python3}
 rc=0
+# Wheels carried for packages the GPU machine lacks (it has no network): .whl/*.whl
+if ls .whl/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/mcy-site .whl/*.whl \
+        && export PYTHONPATH=/tmp/mcy-site${PYTHONPATH:+:$PYTHONPATH}
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, torch.version.cuda)" | tee -a "$OUT/gpu.txt"
 cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
