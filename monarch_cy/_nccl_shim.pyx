@@ -383,6 +383,14 @@ def commSplit(comm, int color, int key, bint blocking=True):
     return <uintptr_t>cell, busy
 
 
+def splitPeek(slot):
+    """What the :func:`commSplit` cell holds now (0 until NCCL has written it)."""
+    cdef ncclComm_t* cell = <ncclComm_t*><uintptr_t>slot
+    if cell == NULL:
+        raise ValueError("slot must be the value commSplit returned, got 0")
+    return <uintptr_t>cell[0]
+
+
 def splitResult(slot):
     """The communicator a completed :func:`commSplit` wrote; frees the cell."""
     cdef ncclComm_t* cell = <ncclComm_t*><uintptr_t>slot

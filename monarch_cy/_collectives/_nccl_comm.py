@@ -378,6 +378,10 @@ class NcclCommunicator(Group):
             slot, busy = nccl.commSplit(self._handle, c if c >= 0 else nccl.SPLIT_NOCOLOR, k, not self.nonblocking)
             if busy:
                 self._poll("split", self.timeout, None)  # raises (and leaks the slot) on failure
+            if c >= 0:
+                # A non-blocking split may write the new handle after the parent is
+                # idle again (NCCL 2.28 on the H200 did): wait for it, bounded.
+                self._poll("split", self.timeout, lambda: nccl.splitPeek(slot) != 0)
             handle = nccl.splitResult(slot)
         if not handle:
             return None
