@@ -1,0 +1,111 @@
+"""Local memory as a byte span: what a buffer registers and what reads/writes use.
+
+:func:`as_span` turns user memory into a :class:`Span` -- ``nbytes`` bytes at
+``addr``, on the CPU (``device is None``) or on GPU ``device`` -- without copying.
+Accepted (as Monarch: the memory is seen as one flat run of bytes):
+
+* torch tensors, CPU or CUDA/ROCm, **contiguous** (any dtype and shape; Monarch
+  accepts only 1-D ones, we accept every contiguous tensor as its bytes);
+* ``memoryview`` and buffer-protocol objects (numpy arrays, ``bytearray``, ``bytes``
+  -- read-only then), **C-contiguous**;
+* ``monarch_cy.gpu`` memory objects (``DeviceBuffer``, ``DeviceMemory``,
+  ``PinnedBuffer``, ``HostMemory``...), **open** (a closed one's memory is freed).
+
+Non-contiguous memory is refused with ``ValueError`` naming the parameter, its
+shape and strides: we never make a silent contiguous copy (a write into a copy
+would be lost).  Call ``.contiguous()`` yourself when a copy is what you want.
+
+The span keeps what it was made from alive (``keep``); it frees nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from monarch_cy._errors import ResourceClosedError
+
+__all__ = ["Span", "as_span"]
+
+
+@dataclass(frozen=True)
+class Span:
+    addr: int
+    nbytes: int
+    device: int | None        # None: host memory; else the GPU ordinal in this process
+    readonly: bool
+    keep: Any                  # the object whose memory this is (kept alive)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device is not None
+
+    @property
+    def kind(self) -> str:
+        return "cpu" if self.device is None else "gpu"
+
+
+def _torch_span(t, param: str, writable: bool) -> Span:
+    if not t.is_contiguous():
+        raise ValueError(
+            f"{param} must be a contiguous tensor; got shape {tuple(t.shape)} with strides "
+            f"{tuple(t.stride())} (RDMA moves raw bytes and never copies silently: pass "
+            f"{param}.contiguous() and copy back yourself if that is what you want)")
+    n = t.numel() * t.element_size()
+    if t.device.type == "cuda":
+        return Span(t.data_ptr(), n, t.device.index if t.device.index is not None else 0,
+                    False, t)
+    if t.device.type != "cpu":
+        raise ValueError(f"{param} is a tensor on {t.device}; only cpu and cuda tensors work")
+    return Span(t.data_ptr(), n, None, False, t)
+
+
+def _gpu_memory_span(m, param: str) -> Span:
+    if m.closed:
+        raise ResourceClosedError(
+            f"{param} is a closed {type(m).__name__}: its memory was freed and cannot be "
+            "registered, read or written")
+    dev = m.device.ordinal if getattr(m, "kind", "host") == "device" else None
+    return Span(m.ptr, m.nbytes, dev, bool(getattr(m, "readonly", False)), m)
+
+
+def _buffer_span(obj, param: str, writable: bool) -> Span:
+    try:
+        mv = obj if isinstance(obj, memoryview) else memoryview(obj)
+    except TypeError:
+        raise TypeError(
+            f"{param} must be a torch tensor, a memoryview or a buffer (numpy array, "
+            f"bytearray), or a monarch_cy.gpu memory object; got {type(obj).__name__}") from None
+    if not mv.c_contiguous:
+        raise ValueError(
+            f"{param} must be C-contiguous memory; got a view of shape {mv.shape} with strides "
+            f"{mv.strides} (RDMA never copies silently: make a contiguous copy yourself)")
+    if mv.readonly and writable:
+        raise ValueError(f"{param} is read-only memory ({type(obj).__name__}); it cannot be "
+                         "written into")
+    from monarch_cy._hostmem import BufferPin
+    pin = BufferPin(mv, not mv.readonly)
+    return Span(pin.address, pin.nbytes, None, bool(mv.readonly), (pin, mv, obj))
+
+
+def as_span(obj: Any, param: str, writable: bool) -> Span:
+    """A :class:`Span` over ``obj``'s memory (see the module docstring).
+
+    ``writable``: the memory will be written (a read destination).  ``param`` names
+    the argument in error messages.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return _torch_span(obj, param, writable)
+    gpu = sys.modules.get("monarch_cy.gpu._memory")
+    if gpu is not None and isinstance(obj, gpu.Memory):
+        span = _gpu_memory_span(obj, param)
+        if writable and span.readonly:
+            raise ValueError(f"{param} is read-only memory; it cannot be written into")
+        return span
+    if isinstance(obj, (str, int, float)) or obj is None:
+        raise TypeError(
+            f"{param} must be a torch tensor, a memoryview or a buffer (numpy array, "
+            f"bytearray), or a monarch_cy.gpu memory object; got {type(obj).__name__} {obj!r}")
+    return _buffer_span(obj, param, writable)

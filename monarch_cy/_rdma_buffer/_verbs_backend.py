@@ -1,0 +1,164 @@
+"""The ibverbs backend: one-sided RDMA READ/WRITE through :mod:`monarch_cy._verbs`.
+
+Per process, made on first use: one device context (the first verbs device, or
+``MONARCH_CY_RDMA_DEVICE``) and one protection domain.
+
+* Owner side: every buffer is registered when it is made (host memory with
+  ``ibv_reg_mr``; GPU memory through a dma-buf of its pages, else the device pointer
+  itself where a peer-memory module exists); the handle carries the
+  ``RemoteRegion``.  ``accept`` answers a reader's connection request (sent to the
+  owner's service over the actor transport) with a queue pair of its own, kept
+  for that reader.
+* Reader side: one reliable-connected queue pair per owner process, connected on
+  first use and cached (one operation at a time on it: a lock).  The local span is
+  registered for the operation and deregistered after it.  An error completion
+  leaves the queue pair dead: it is closed and the next operation reconnects.
+
+Where a dropped buffer's region is gone the completion fails with
+``IBV_WC_REM_ACCESS_ERR``; the reader then asks the owner and raises
+``BufferDroppedError`` when that is why.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+
+from monarch_cy._rdma_buffer._local import Span
+
+__all__ = ["available", "unavailable_reason", "register", "accept", "read", "write"]
+
+_lock = threading.Lock()
+_state = None          # (pid, Context, ProtectionDomain)
+_peers: dict = {}       # owner side: peer key -> QueuePair
+_qps: dict = {}         # reader side: owner key -> [QueuePair, Lock]
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable_reason() -> str | None:
+    """Why ibverbs cannot be used in this process (None when it can)."""
+    if os.environ.get("MONARCH_CY_RDMA_VERBS", "1") == "0":
+        return "MONARCH_CY_RDMA_VERBS=0"
+    try:
+        from monarch_cy._verbs import unavailable_reason as why
+        return why()
+    except Exception as e:  # noqa: BLE001 - any failure means no verbs here
+        return f"{type(e).__name__}: {e}"
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+def _pd():
+    global _state
+    if _state is not None and _state[0] == os.getpid():
+        return _state[2]
+    with _lock:
+        if _state is None or _state[0] != os.getpid():
+            from monarch_cy._verbs import Context, ProtectionDomain
+            ctx = Context(os.environ.get("MONARCH_CY_RDMA_DEVICE") or None)
+            _state = (os.getpid(), ctx, ProtectionDomain(ctx))
+        return _state[2]
+
+
+def register(span: Span):
+    """Register ``span`` in this process's protection domain; returns the MemoryRegion."""
+    from monarch_cy import _rdma
+    pd = _pd()
+    access = _rdma.ACCESS_REMOTE_READ if span.readonly else None
+    if not span.on_gpu:
+        return pd.register_address(span.addr, span.nbytes, keepalive=span.keep, access=access)
+    return _register_device(pd, span, access)
+
+
+def _register_device(pd, span: Span, access):
+    from monarch_cy import _hip_shim
+
+    def dmabuf(ptr, n):
+        page = 1 << 16            # dma-buf exports whole (64 KiB-aligned on CUDA) pages
+        base = ptr & ~(page - 1)
+        end = (ptr + n + page - 1) & ~(page - 1)
+        fd = _hip_shim.memGetDmaBufFd(base, end - base)
+        dmabuf.offset = ptr - base
+        return fd
+
+    try:
+        fd = dmabuf(span.addr, span.nbytes)
+    except Exception:   # noqa: BLE001 - fall back to the pointer (peer memory)
+        return pd.register_device(span.addr, span.nbytes, keepalive=span.keep, access=access)
+    try:
+        return pd.register_dmabuf(fd, dmabuf.offset, span.nbytes, span.addr,
+                                  keepalive=span.keep, access=access)
+    except Exception:   # noqa: BLE001
+        return pd.register_device(span.addr, span.nbytes, keepalive=span.keep, access=access)
+    finally:
+        os.close(fd)
+
+
+def accept(peer_key: str, endpoint: bytes) -> bytes:
+    """Owner side: a queue pair connected to the reader's ``endpoint``; its endpoint."""
+    from monarch_cy._verbs import QPEndpoint, QueuePair
+    qp = QueuePair(_pd())
+    qp.connect(QPEndpoint.from_bytes(endpoint))
+    with _lock:
+        old = _peers.pop(peer_key, None)
+        _peers[peer_key] = qp
+    if old is not None:
+        old.close()
+    return qp.endpoint.to_bytes()
+
+
+def _connected(h, timeout: float):
+    from monarch_cy._rdma_buffer import _tcp
+    from monarch_cy._rdma_buffer._identity import this_proc_key
+    from monarch_cy._verbs import QPEndpoint, QueuePair
+    with _lock:
+        ent = _qps.get(h.owner_key)
+        if ent is None:
+            ent = _qps[h.owner_key] = [None, threading.Lock()]
+    if ent[0] is None or ent[0].closed:
+        qp = QueuePair(_pd())
+        peer = _tcp.request(h, "qp", (this_proc_key(), qp.endpoint.to_bytes()), timeout)
+        qp.connect(QPEndpoint.from_bytes(peer))
+        ent[0] = qp
+    return ent
+
+
+def _run(h, span: Span, local_offset: int, offset: int, n: int, deadline: float,
+         read: bool) -> None:
+    from monarch_cy._verbs import VerbsError
+    if n == 0:
+        return
+    with _lock:
+        ent = _qps.setdefault(h.owner_key, [None, threading.Lock()])
+    with ent[1]:
+        left = max(0.1, deadline - time.monotonic())
+        _connected(h, left)
+        qp = ent[0]
+        mr = register(Span(span.addr + local_offset, n, span.device, span.readonly or not read,
+                            span.keep))
+        try:
+            remote_addr, _ = h.verbs.slice(offset, n)
+            ops = [(mr.addr, mr.lkey, remote_addr, h.verbs.rkey, n)]
+            try:
+                (qp.read if read else qp.write)(ops, timeout=max(0.1, deadline - time.monotonic()))
+            except VerbsError as e:
+                qp.close()
+                ent[0] = None
+                if "REM_ACCESS" in getattr(e, "name", ""):
+                    from monarch_cy._rdma_buffer import _tcp
+                    _tcp.request(h, "check", (h.buf_id, h.token), 10.0)   # raises if dropped
+                raise
+        finally:
+            mr.close()
+
+
+def read(h, span: Span, dst_offset: int, offset: int, n: int, deadline: float) -> None:
+    _run(h, span, dst_offset, offset, n, deadline, True)
+
+
+def write(h, span: Span, src_offset: int, offset: int, n: int, deadline: float) -> None:
+    _run(h, span, src_offset, offset, n, deadline, False)
