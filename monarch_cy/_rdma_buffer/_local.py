@@ -84,9 +84,26 @@ def _buffer_span(obj, param: str, writable: bool) -> Span:
     if mv.readonly and writable:
         raise ValueError(f"{param} is read-only memory ({type(obj).__name__}); it cannot be "
                          "written into")
+    readonly = bool(mv.readonly)
+    if mv is not obj:
+        mv.release()          # only used for the checks; the pin holds obj's buffer
     from monarch_cy._hostmem import BufferPin
-    pin = BufferPin(mv, not mv.readonly)
-    return Span(pin.address, pin.nbytes, None, bool(mv.readonly), (pin, mv, obj))
+    pin = BufferPin(obj, not readonly)
+    return Span(pin.address, pin.nbytes, None, readonly, _Pinned(pin, obj))
+
+
+class _Pinned:
+    """Keeps a buffer exporter pinned; :meth:`release` lets it go (idempotent)."""
+
+    __slots__ = ("pin", "obj")
+
+    def __init__(self, pin, obj):
+        self.pin, self.obj = pin, obj
+
+    def release(self) -> None:
+        if self.pin is not None:
+            self.pin.release()
+            self.pin = self.obj = None
 
 
 def as_span(obj: Any, param: str, writable: bool) -> Span:

@@ -123,7 +123,10 @@ class OwnerService:
                 e.mr.close()
             except Exception:   # noqa: BLE001 - the memory goes either way
                 pass
-        e.span = None
+        keep, e.span = e.span.keep, None
+        release = getattr(keep, "release", None)
+        if release is not None and type(keep).__name__ == "_Pinned":
+            release()
 
     # -- service -------------------------------------------------------------
     def _serve(self) -> None:

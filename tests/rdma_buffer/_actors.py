@@ -73,7 +73,7 @@ class Reader(Actor):
         return get_rdma_backend()
 
     @endpoint
-    def batch(self, reads, writes) -> list:
+    def batch(self, reads, writes, backend=None) -> list:
         """``reads``: buffers to read whole; ``writes``: (buffer, bytes). One submission."""
         act = RDMAAction()
         dsts = []
@@ -83,7 +83,7 @@ class Reader(Actor):
             act.read_into(b, d)
         for b, data in writes:
             act.write_from(b, np.frombuffer(data, np.uint8).copy())
-        assert act.submit().get(timeout=30) is None
+        assert act.submit(backend=backend).get(timeout=30) is None
         return [d.tobytes() for d in dsts]
 
     @endpoint
@@ -119,3 +119,13 @@ class Reader(Actor):
         finally:
             _cma._copy = real
         return before, after, dst.tobytes(), forced
+
+
+class Staller(Holder):
+    """A holder whose RDMA service can be made to stop answering."""
+
+    @endpoint
+    def stall(self) -> None:
+        import time
+        from monarch_cy._rdma_buffer import _owner
+        _owner.OwnerService._handle = lambda self, req: time.sleep(3600)
