@@ -89,11 +89,12 @@ def _copy(name: str, pid: int, local: int, remote: int, n: int, threads: int) ->
         raise errors[0]
 
 
-def read(pid: int, local: int, remote: int, n: int, threads: int = THREADS) -> None:
-    """Copy ``n`` bytes at ``remote`` in process ``pid`` to ``local`` here; blocks."""
-    _copy("process_vm_readv", pid, local, remote, n, threads)
+def read(pid: int, local: int, remote: int, n: int, threads: int | None = None) -> None:
+    """Copy ``n`` bytes at ``remote`` in process ``pid`` to ``local`` here; blocks.
+    ``threads`` defaults to the module's ``THREADS`` at the time of the call."""
+    _copy("process_vm_readv", pid, local, remote, n, THREADS if threads is None else threads)
 
 
-def write(pid: int, local: int, remote: int, n: int, threads: int = THREADS) -> None:
+def write(pid: int, local: int, remote: int, n: int, threads: int | None = None) -> None:
     """Copy ``n`` bytes at ``local`` here to ``remote`` in process ``pid``; blocks."""
-    _copy("process_vm_writev", pid, local, remote, n, threads)
+    _copy("process_vm_writev", pid, local, remote, n, THREADS if threads is None else threads)
