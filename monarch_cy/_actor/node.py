@@ -43,6 +43,7 @@ __all__ = ["Node", "get_node", "pack", "unpack", "REPLY", "LOG", "RELEASE", "PRO
 REPLY, LOG, RELEASE, PROC_DEAD, SPAWN, STOP, CALL = range(7)
 _HWM = 200_000
 _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python layers
+_zmq_poll = None
 
 
 class Node:
@@ -50,10 +51,11 @@ class Node:
 
     def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
                  proc_key: str | None = None, direct_addr: str | None = None) -> None:
-        global _B
+        global _B, _zmq_poll
         import zmq
         import zmq.backend
         _B = zmq.backend.Socket
+        _zmq_poll = zmq.backend.zmq_poll
         self._zmq = zmq
         self.keys = keys
         self.addr = addr
@@ -95,6 +97,8 @@ class Node:
         self._mu = threading.Lock()
         self._closed = False
         self._io_thread = None
+        self._io_ident = None
+        self._itemsA = [(self.direct, 1), (self._wakeA, 1)]
         self.on_proc_failed = []      # callbacks(proc_key, cause), run in the pump
 
     # -- sockets -----------------------------------------------------------
@@ -411,10 +415,12 @@ class Node:
         t = threading.Thread(target=self._io_loop, name="monarch_cy-io", daemon=True)
         self._io_thread = t
         t.start()
+        self._io_ident = t.ident
 
     def serve_forever(self) -> None:
         """Pump in this thread until closed (workers' main thread)."""
         self._io_thread = threading.current_thread()
+        self._io_ident = threading.get_ident()
         self._io_loop()
 
     def loop_reader(self, loop) -> None:
@@ -452,7 +458,7 @@ class Node:
     def wait(self, fut, timeout) -> bool:
         """Block until ``fut`` (a reply on ``direct``) resolves (True) or ``timeout``
         passes (False), pumping ``direct`` in this thread when it is free."""
-        if threading.current_thread() is self._io_thread:
+        if threading.get_ident() == self._io_ident:
             return self._pump_until(fut, timeout)
         if not self._pumpA.acquire(False):
             self.adopt()
@@ -465,9 +471,9 @@ class Node:
                 self.unadopt()
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
-            from zmq.backend import zmq_poll
+            zmq_poll = _zmq_poll
             direct = self.direct
-            items = [(direct, 1), (self._wakeA, 1)]
+            items = self._itemsA
             while fut._value is _PENDING:
                 if deadline is None:
                     ms = -1
