@@ -101,3 +101,36 @@ def test_bad_spawn_procs_input():
         this_host().spawn_procs(per_host={"gpus": 0})
     with pytest.raises(TypeError, match="env"):
         this_host().spawn_procs(per_host={"gpus": 1}, env={"A": 1})
+
+
+def test_other_actor_sees_dead_proc(procs, name):
+    """A worker's pending/later calls on a dead proc fail too (PROC_DEAD broadcast)."""
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    target = pm.spawn("victim", Echo)
+    caller = procs.slice(gpus=0).spawn(name, Echo)
+    assert caller.hold.call_one(target).get(10) == 1
+    assert caller.call_held.call_one(1).get(10) == 1
+    with pytest.raises(SupervisionError):
+        target.exit_now.call_one(9).get(10)
+    t = time.monotonic()
+    with pytest.raises(Exception) as ei:      # raised inside the caller's endpoint
+        caller.call_held.call_one(1).get(10)
+    assert time.monotonic() - t < 2
+    assert "SupervisionError" in str(ei.value) and "code 9" in str(ei.value)
+    pm.stop().get(10)
+
+
+def test_message_larger_than_memory(echo, monkeypatch):
+    import errno
+    import numpy as np
+    from monarch_cy._actor import shm
+
+    def no_space(fd, off, n):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(shm.os, "posix_fallocate", no_space)
+    monkeypatch.setattr(shm, "_POOL_KEEP_BYTES", 0)
+    big = np.zeros(200 << 20, dtype=np.uint8)   # needs a fresh segment (lazy pages)
+    with pytest.raises(MemoryError, match="shared memory"):
+        echo.slice(gpus=0).nbytes.call_one(big).get(10)
+    monkeypatch.undo()
+    assert echo.slice(gpus=0).ping.call_one(1).get(10) == 1
