@@ -27,13 +27,23 @@ class Holder(Actor):
         if kind == "torch":
             import torch
             return RDMABuffer(torch.from_numpy(a))
+        if kind == "cuda":
+            import torch
+            self.arrays[name] = t = torch.from_numpy(a).cuda()
+            torch.cuda.synchronize()
+            return RDMABuffer(t)
         if kind == "memoryview":
             return RDMABuffer(memoryview(a))
         return RDMABuffer(a)
 
     @endpoint
     def digest(self, name: str) -> bytes:
-        return self.arrays[name].tobytes()
+        a = self.arrays[name]
+        if hasattr(a, "cpu"):
+            import torch
+            torch.cuda.synchronize()
+            return a.cpu().numpy().tobytes()
+        return a.tobytes()
 
     @endpoint
     def pid(self) -> int:
@@ -54,19 +64,30 @@ class Reader(Actor):
 
     @endpoint
     def read(self, buf, n: int | None = None, offset: int = 0, backend=None,
-             timeout: float = 30.0) -> bytes:
+             timeout: float = 30.0, on: str = "cpu") -> bytes:
         dst = np.zeros(n if n is not None else buf.size() - offset, np.uint8)
-        got = buf.read_into(dst, offset, timeout=timeout, backend=backend).get()
+        if on == "cuda":
+            import torch
+            t = torch.from_numpy(dst).cuda()
+            got = buf.read_into(t, offset, timeout=timeout, backend=backend).get()
+            dst = t.cpu().numpy()
+        else:
+            got = buf.read_into(dst, offset, timeout=timeout, backend=backend).get()
         assert got == buf.size() - offset, got
         return dst.tobytes()
 
     @endpoint
-    def write(self, buf, data: bytes, offset: int = 0, backend=None) -> None:
-        buf.write_from(np.frombuffer(data, np.uint8).copy(), offset, backend=backend).get()
+    def write(self, buf, data: bytes, offset: int = 0, backend=None, on: str = "cpu") -> None:
+        src = np.frombuffer(data, np.uint8).copy()
+        if on == "cuda":
+            import torch
+            src = torch.from_numpy(src).cuda()
+            torch.cuda.synchronize()
+        buf.write_from(src, offset, backend=backend).get()
 
     @endpoint
-    def backend(self, buf, backend=None) -> str:
-        return buf.backend_for("cpu", backend)
+    def backend(self, buf, backend=None, on: str = "cpu") -> str:
+        return buf.backend_for("gpu" if on == "cuda" else "cpu", backend)
 
     @endpoint
     def default_backend(self) -> str:
