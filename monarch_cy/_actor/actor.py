@@ -117,11 +117,14 @@ class ActorMesh(MeshTrait, Generic[A]):
 class ActorInstance:
     """What ``context().actor_instance`` describes: the running actor (or client)."""
 
-    __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator")
+    __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync")
 
-    def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str) -> None:
+    def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
+                 addr: str = "") -> None:
         self.name, self.rank, self.proc_rank, self.actor_id = name, rank, proc_rank, actor_id
         self.creator = None
+        self.addr = addr      # this actor's socket: a sync actor must not wait on itself
+        self.sync = False
 
     def __repr__(self):
         return f"<ActorInstance {self.actor_id} rank={dict(self.rank)}>"

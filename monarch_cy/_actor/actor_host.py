@@ -81,7 +81,7 @@ class ActorHost:
         self.name = name
         self.addr = addr
         self.rank = rank
-        self.inst = ActorInstance(name, rank, proc_rank, f"{name}[{rank.rank}]")
+        self.inst = ActorInstance(name, rank, proc_rank, f"{name}[{rank.rank}]", addr)
         self._frames = frames
         self._main_path = main_path
         self.actor = None
@@ -120,6 +120,7 @@ class ActorHost:
         except BaseException as e:
             self.init_error = ActorError(_picklable(e), _format(e), self.name,
                                          self.rank.rank, "__init__")
+        self.inst.sync = not is_async
         try:
             if is_async and self.init_error is None:
                 self._run_async(sock)

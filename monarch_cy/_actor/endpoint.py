@@ -41,6 +41,30 @@ def _load_node():
     return node.get_node()
 
 
+def _check_self(mesh, granks, collector) -> None:
+    """Mark the futures of a call a sync actor makes to itself: waiting on them
+    would deadlock, so ``get()`` raises instead (``await`` in async actors is fine)."""
+    inst = getattr(_actor_local(), "instance", None)
+    if inst is None or not inst.sync:
+        return
+    addrs = mesh._addrs
+    if any(addrs[g] == inst.addr for g in granks):
+        futs = getattr(collector, "futs", None) or [collector.fut]
+        for f in futs:
+            f._self_wait = f"{inst.actor_id} calling {mesh._name}"
+
+
+_LOCAL = None
+
+
+def _actor_local():
+    global _LOCAL
+    if _LOCAL is None:
+        from monarch_cy._actor.actor import _local
+        _LOCAL = _local
+    return _LOCAL
+
+
 class EndpointProperty(Generic[R]):
     """What ``@endpoint`` puts on an Actor class: the function plus its flags.
 
@@ -104,6 +128,8 @@ class Endpoint(Generic[R]):
     def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True,
               direct=True):
         mesh = self._mesh
+        if want_reply:
+            _check_self(mesh, granks, collector)
         try:
             data, extras = node.encode((args, kwargs), procs)
         except TypeError as e:
@@ -155,7 +181,9 @@ class Endpoint(Generic[R]):
             raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
                             f"sent: {e}") from e.__cause__
         fut = Future._make(node if direct else None)
-        port_id = node.register_port(OneCollector(fut, proc, mesh._name, g))
+        col = OneCollector(fut, proc, mesh._name, g)
+        _check_self(mesh, (g,), col)
+        port_id = node.register_port(col)
         h = pickle.dumps((self._name, node.direct_addr if direct else node.addr, port_id,
                           0, node.key), 5)
         node.send(mesh._addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])

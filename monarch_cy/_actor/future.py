@@ -28,7 +28,7 @@ _PENDING = object()
 class Future(Generic[R]):
     """Result of an asynchronous call. Not constructible by users."""
 
-    __slots__ = ("_value", "_exc", "_lock", "_callbacks", "_waiter")
+    __slots__ = ("_value", "_exc", "_lock", "_callbacks", "_waiter", "_self_wait")
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("Future is not constructible by users; endpoint calls return one")
@@ -44,6 +44,7 @@ class Future(Generic[R]):
         f._lock = lock
         f._callbacks = None
         f._waiter = waiter  # object with wait(future, timeout) -> bool, or None
+        f._self_wait = None
         return f
 
     @classmethod
@@ -117,6 +118,11 @@ class Future(Generic[R]):
                                "use 'await future' inside async code")
         if timeout is not None and timeout < 0:
             raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+        if self._self_wait is not None:
+            raise RuntimeError(
+                f"{self._self_wait}: a sync actor waiting on a call to itself would "
+                "deadlock (the call runs only after this endpoint returns); make the "
+                "endpoint async and await it, or do not wait")
         w = self._waiter
         if w is not None:
             ok = w.wait(self, timeout)

@@ -95,6 +95,10 @@ class Echo(Actor):
         import threading
         return threading.Lock()
 
+    @endpoint
+    def call_self(self, mesh):
+        return mesh.ping.call_one(1).get(5)
+
     def plain(self):
         return "not an endpoint"
 

@@ -76,3 +76,11 @@ def test_actor_in_controller_process():
     m = this_proc().spawn("local_echo", Echo)
     assert m.whoami.call_one().get(10)[4] == os.getpid()
     assert m.ping.call_one(2).get(10) == 2
+
+
+def test_sync_actor_waiting_on_itself_is_refused(echo):
+    one = echo.slice(gpus=2)
+    with pytest.raises(ActorError, match="would deadlock"):
+        one.call_self.call_one(one).get(10)
+    # waiting on another actor is fine
+    assert one.call_self.call_one(echo.slice(gpus=3)).get(10) == 1
