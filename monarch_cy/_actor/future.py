@@ -7,8 +7,11 @@ inbox while it waits so that a reply wakes it without a thread hop).
 
 * ``get(timeout=None)`` blocks; on expiry it raises ``TimeoutError`` and the call is
   not lost: a later ``get`` or ``await`` still returns its value.
-* ``await fut`` works in any asyncio loop; ``get()`` inside a running event loop
-  raises ``RuntimeError`` (it would block the loop; await instead).
+* ``await fut`` works in any asyncio loop; a Future follows asyncio's future
+  protocol, so ``asyncio.gather``/``wait`` take it as is (no Task per call), and the
+  loop itself pumps the reply inbox (no thread hop).  ``cancel()`` returns False:
+  a remote call cannot be recalled.  ``get()`` inside a running event loop raises
+  ``RuntimeError`` (it would block the loop; await instead).
 * ``result(timeout=None)`` is ``get``; ``exception(timeout=None)`` returns the error
   or None.  Callbacks added with ``add_done_callback`` run in the resolving thread.
 """
@@ -16,7 +19,7 @@ inbox while it waits so that a reply wakes it without a thread hop).
 from __future__ import annotations
 
 import sys
-from _thread import allocate_lock
+from _thread import allocate_lock, get_ident
 from typing import Any, Callable, Generic, TypeVar
 
 __all__ = ["Future"]
@@ -28,7 +31,8 @@ _PENDING = object()
 class Future(Generic[R]):
     """Result of an asynchronous call. Not constructible by users."""
 
-    __slots__ = ("_value", "_exc", "_lock", "_callbacks", "_waiter", "_self_wait")
+    __slots__ = ("_value", "_exc", "_lock", "_callbacks", "_waiter", "_self_wait",
+                 "_asyncio_future_blocking")
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("Future is not constructible by users; endpoint calls return one")
@@ -45,6 +49,7 @@ class Future(Generic[R]):
         f._callbacks = None
         f._waiter = waiter  # object with wait(future, timeout) -> bool, or None
         f._self_wait = None
+        f._asyncio_future_blocking = False
         return f
 
     @classmethod
@@ -74,33 +79,73 @@ class Future(Generic[R]):
         cbs = self._callbacks
         if cbs:
             self._callbacks = None
-            for cb in cbs:
+            for _, cb in cbs:
                 try:
                     cb(self)
                 except Exception:  # a callback must not break the resolver
                     import traceback
                     traceback.print_exc()
 
-    def add_done_callback(self, fn: Callable[["Future"], Any]) -> None:
-        """Call ``fn(self)`` when resolved (at once, here, if already resolved), in
-        the thread that resolves it."""
-        w = self._waiter
-        if w is not None and self._value is _PENDING:
-            w.adopt()           # someone must pump the reply even if nobody waits
-            self._add_callback(lambda f: w.unadopt())
-        self._add_callback(fn)
+    def add_done_callback(self, fn: Callable[["Future"], Any], *, context=None) -> None:
+        """Call ``fn(self)`` once resolved.
 
-    def _add_callback(self, fn) -> None:
+        Called inside a running asyncio loop (as asyncio does for ``gather`` and
+        ``await``), ``fn`` is scheduled on that loop with ``call_soon``; elsewhere it
+        runs in the thread that resolves the future (at once if already resolved).
+        """
+        aio = sys.modules.get("asyncio")
+        loop = aio._get_running_loop() if aio is not None else None
+        w = self._waiter
+        if loop is None:
+            if w is not None and self._value is _PENDING:
+                w.adopt()           # someone must pump the reply even if nobody waits
+                self._add_callback(lambda f: w.unadopt())
+            self._add_callback(fn)
+            return
+        if self._value is not _PENDING:
+            loop.call_soon(fn, self, context=context)
+            return
+        if w is not None:
+            w.loop_reader(loop)     # this loop pumps the reply inbox itself
+        tid = get_ident()
+
+        def cb(f):
+            if get_ident() == tid:
+                loop.call_soon(fn, f, context=context)
+            else:
+                loop.call_soon_threadsafe(fn, f, context=context)
+        self._add_callback(cb, fn)
+
+    def remove_done_callback(self, fn) -> int:
+        """Remove callbacks added as ``fn``; return how many were removed."""
+        cbs = self._callbacks or []
+        keep = [c for c in cbs if c[0] is not fn]
+        self._callbacks = keep or None
+        return len(cbs) - len(keep)
+
+    def _add_callback(self, fn, orig=None) -> None:
         if self._value is not _PENDING:
             fn(self)
             return
         if self._callbacks is None:
             self._callbacks = []
-        self._callbacks.append(fn)
+        self._callbacks.append((orig or fn, fn))
         if self._value is not _PENDING and self._callbacks:  # resolved meanwhile
             cbs, self._callbacks = self._callbacks, None
-            for cb in cbs:
+            for _, cb in cbs:
                 cb(self)
+
+    # -- asyncio future protocol (so gather/wait take it without wrapping a Task) --
+    def get_loop(self):
+        import asyncio
+        return asyncio.get_running_loop()
+
+    def cancel(self, msg=None) -> bool:
+        """Remote calls cannot be cancelled: returns False."""
+        return False
+
+    def cancelled(self) -> bool:
+        return False
 
     # -- user side ---------------------------------------------------------
     def done(self) -> bool:
@@ -150,27 +195,8 @@ class Future(Generic[R]):
 
     def __await__(self):
         if self._value is _PENDING:
-            import asyncio
-            import threading
-            loop = asyncio.get_running_loop()
-            af = loop.create_future()
-            tid = threading.get_ident()
-
-            def _transfer(_f=None, af=af):
-                if not af.done():
-                    af.set_result(None)
-
-            def _cb(f):
-                if threading.get_ident() == tid:   # resolved by this loop's reader
-                    _transfer()
-                else:
-                    loop.call_soon_threadsafe(_transfer)
-
-            w = self._waiter
-            if w is not None:
-                w.loop_reader(loop)     # this loop pumps the reply inbox itself
-            self._add_callback(_cb)
-            yield from af.__await__()
+            self._asyncio_future_blocking = True
+            yield self          # the Task adds its wake-up with add_done_callback
         if self._exc is not None:
             raise self._exc
         return self._value
