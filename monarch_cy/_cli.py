@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="print the platform, GPU runtime, devices, NCCL/RCCL and verbs")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_info)
+    from monarch_cy._train.cli import add_parser as add_train
+
+    add_train(sub)
     return parser
 
 

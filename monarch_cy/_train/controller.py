@@ -94,7 +94,7 @@ class TrainingRun:
                 try:
                     out = self.trainers.step.call(step).get(timeout=600)
                 except Exception as e:  # noqa: BLE001 - a dead replica fails the call
-                    self._recover(step, e)
+                    step = self._recover(step, e)
                     continue
                 self._record(step, out, time.perf_counter() - t0)
                 if self.cfg.checkpoint_every and (step + 1) % self.cfg.checkpoint_every == 0:
@@ -133,7 +133,8 @@ class TrainingRun:
         self._fault_started = time.perf_counter()
         os.kill(pid, signal.SIGKILL)
 
-    def _recover(self, step: int, error: BaseException) -> None:
+    def _recover(self, step: int, error: BaseException) -> int:
+        """Recover and return the step to continue from."""
         from monarch_cy._train.recovery import recover
 
         t0 = getattr(self, "_fault_started", None) or time.perf_counter()
@@ -142,7 +143,8 @@ class TrainingRun:
         info.update(step=step, recovery_s=time.perf_counter() - t0)
         self.faults.append(info)
         self.progress.note(f"recovered rank(s) {info['ranks']} in {info['recovery_s']:.2f} s "
-                           f"(state from {info['source']}); redoing step {step}")
+                           f"(state from {info['source']}); continuing at step {info['resume_step']}")
+        return info["resume_step"]
 
     # -- the end
     def _finish(self, setup_s: float, total_s: float, interrupted: bool) -> dict:
