@@ -74,7 +74,7 @@ def zygote_main(first: dict, stdin) -> None:
     """Fork workers on request; report forks and exits; exit when stdin closes."""
     import selectors
     # Import what every worker needs, once, before any fork.
-    import zmq  # noqa: F401
+    import zmq  # noqa: F401  (imported once, before any fork)
     from monarch_cy._actor import actor_host, auth, logs, node, shm, wire  # noqa: F401
     status = first["status_fd"]
     sel = selectors.DefaultSelector()

@@ -18,7 +18,6 @@ Arguments are pickled once at the call site (an unpicklable argument raises
 from __future__ import annotations
 
 import pickle
-import sys
 from typing import Any, Callable, Generic, TypeVar
 
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError

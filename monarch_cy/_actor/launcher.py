@@ -155,7 +155,6 @@ _zlock = threading.Lock()
 def start_proc(node, cfg: dict, env: dict) -> ProcHandle:
     """Start one proc with config ``cfg`` (sent through a pipe) and environment
     ``env``; ``handle._on_exit(code)`` is called in the pump when it exits."""
-    global _zygote
     if _mode() == "exec":
         h = ProcHandle()
         popen = subprocess.Popen([sys.executable, "-m", "monarch_cy._actor.bootstrap"],

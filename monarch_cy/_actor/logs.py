@@ -18,7 +18,6 @@ captured; it goes to the controller's terminal unprefixed.
 from __future__ import annotations
 
 import io
-import pickle
 import sys
 import threading
 import time

@@ -8,7 +8,7 @@ Threads and sockets
 * Outgoing messages go through one PUSH socket per destination address, used from
   any thread under that destination's lock, so messages from one process to one
   destination keep their order (per-sender FIFO).
-* Two inboxes.  ``inbox`` (background) is pumped by the node's I/O thread: logs,
+* Two inboxes (who reads which, and how waiting works: :mod:`.pump`).  ``inbox`` (background) is pumped by the node's I/O thread: logs,
   releases, control, channel ports and replies to calls made inside an event loop.
   ``direct`` receives replies to calls made from plain threads and is pumped by the
   thread blocked in ``Future.get()`` itself (under ``_pumpA``), so a reply wakes its
@@ -28,15 +28,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import threading
-import time
 from collections import deque
 from itertools import count
 
 from monarch_cy._actor import shm, wire
 from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
-from monarch_cy._actor.future import _PENDING
+from monarch_cy._actor.pump import PumpMixin
 
 __all__ = ["Node", "get_node", "pack", "unpack", "REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP"]
 
@@ -46,7 +44,7 @@ _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python lay
 _zmq_poll = None
 
 
-class Node:
+class Node(PumpMixin):
     """Per-process messaging endpoint (see the module docstring)."""
 
     def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
@@ -56,6 +54,8 @@ class Node:
         import zmq.backend
         _B = zmq.backend.Socket
         _zmq_poll = zmq.backend.zmq_poll
+        from monarch_cy._actor import pump
+        pump._B, pump._zmq_poll = _B, _zmq_poll
         self._zmq = zmq
         self.keys = keys
         self.addr = addr
@@ -103,7 +103,6 @@ class Node:
 
     # -- sockets -----------------------------------------------------------
     def server_socket(self, kind, addr: str):
-        zmq = self._zmq
         s = self.ctx.socket(kind)
         s.linger = 0
         s.rcvhwm = _HWM
@@ -217,91 +216,6 @@ class Node:
                                        (addr,))
         self.send(addr, [pack((REPLY, port_id, rank, ok), data), *extras])
 
-    # -- pump --------------------------------------------------------------
-    def wake(self) -> None:
-        try:
-            os.eventfd_write(self._wake_fd, 1)
-        except OSError:
-            pass
-
-    def call_in_pump(self, fn) -> None:
-        """Run ``fn()`` in the pumping thread soon (thread-safe)."""
-        self._todo.append(fn)
-        self.wake()
-
-    def add_timer(self, delay: float, fn) -> None:
-        self.call_in_pump(lambda: self._timers.append((time.monotonic() + delay, fn)))
-
-    def watch_fd(self, fd: int, callback) -> None:
-        """Call ``callback(fd)`` in the pump whenever ``fd`` is readable, until it
-        returns False (then the fd is unregistered; closing it is the caller's)."""
-        def reg():
-            self._fds[fd] = callback
-            self._poller.register(fd, self._zmq.POLLIN)
-        self.call_in_pump(reg)
-
-    def watch_pid(self, pid: int, callback) -> None:
-        """Call ``callback(pid)`` in the pump when process ``pid`` exits."""
-        def reg():
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                callback(pid)
-                return
-
-            def fired(fd):
-                os.close(fd)
-                callback(pid)
-                return False
-            self._fds[fd] = fired
-            self._poller.register(fd, self._zmq.POLLIN)
-        self.call_in_pump(reg)
-
-    def _poll_once(self, timeout_ms) -> None:
-        zmq = self._zmq
-        if self._timers:
-            now = time.monotonic()
-            due = [t for t in self._timers if t[0] <= now]
-            if due:
-                self._timers = [t for t in self._timers if t[0] > now]
-                for _, fn in due:
-                    _guard(fn)
-                timeout_ms = 0
-            else:
-                nxt = min(t[0] for t in self._timers)
-                ms = max(0, int((nxt - now) * 1000) + 1)
-                timeout_ms = ms if timeout_ms is None or timeout_ms < 0 else \
-                    min(ms, timeout_ms)
-        events = self._poller.poll(timeout_ms)
-        for sock, _ in events:
-            if sock is self.inbox:
-                self._drain(self.inbox)
-            elif sock is self.direct:
-                self._drain(self.direct)
-            elif sock is self._zap:
-                self.keys.handle_zap(self._zap)
-            elif sock == self._wake_fd:
-                try:
-                    os.eventfd_read(self._wake_fd)
-                except BlockingIOError:
-                    pass
-            elif sock in self._fds:
-                cb = self._fds[sock]
-                keep = True
-                try:
-                    keep = cb(sock)
-                except Exception:
-                    import traceback
-                    traceback.print_exc()
-                    keep = False
-                if not keep:
-                    self._fds.pop(sock, None)
-                    self._poller.unregister(sock)
-        while self._todo:
-            _guard(self._todo.popleft())
-        if self._releases:
-            self._flush_releases()
-
     def _flush_releases(self) -> None:
         by_owner = {}
         while self._releases:
@@ -366,155 +280,6 @@ class Node:
         for cb in list(self.on_proc_failed):
             cb(proc_key, cause)
 
-    def wake_direct(self) -> None:
-        """Wake a thread pumping ``direct`` (its futures may have been resolved
-        elsewhere, e.g. failed by a proc death)."""
-        try:
-            os.eventfd_write(self._wakeA, 1)
-        except OSError:
-            pass
-
-    def adopt(self) -> None:
-        """Ask the I/O thread to pump ``direct`` too (until :meth:`unadopt`)."""
-        with self._mu:
-            self._adopt += 1
-            first = self._adopt == 1
-        if first:
-            self.wake()
-
-    def unadopt(self) -> None:
-        with self._mu:
-            self._adopt -= 1
-            last = self._adopt == 0
-        if last:
-            self.wake()    # the I/O thread lets go of direct
-
-    def _io_loop(self) -> None:
-        zmq = self._zmq
-        while not self._closed:
-            holding = False
-            if self._adopt > 0 and self._pumpA.acquire(False):
-                holding = True
-                if not self._adopted:
-                    self._poller.register(self.direct, zmq.POLLIN)
-                    self._adopted = True
-            elif self._adopted:
-                self._poller.unregister(self.direct)
-                self._adopted = False
-            try:
-                # adopted but direct busy (a thread pumps it): re-check soon
-                self._poll_once(5 if self._adopt > 0 and not holding else -1)
-                if holding and self._adopt == 0:
-                    self._poller.unregister(self.direct)
-                    self._adopted = False
-            finally:
-                if holding:
-                    self._pumpA.release()
-
-    def start_io_thread(self) -> None:
-        t = threading.Thread(target=self._io_loop, name="monarch_cy-io", daemon=True)
-        self._io_thread = t
-        t.start()
-        self._io_ident = t.ident
-
-    def serve_forever(self) -> None:
-        """Pump in this thread until closed (workers' main thread)."""
-        self._io_thread = threading.current_thread()
-        self._io_ident = threading.get_ident()
-        self._io_loop()
-
-    def loop_reader(self, loop) -> None:
-        """Make the running asyncio ``loop`` pump ``direct`` when it is readable
-        (once per loop), so an awaited reply wakes the loop with no thread hop."""
-        loops = self._loops
-        if loop in loops:
-            return
-        loops.add(loop)
-        fd = _B.get(self.direct, 14)          # ZMQ_FD (edge-triggered: drain fully)
-        direct, lock, get = self.direct, self._pumpA, _B.get
-
-        def on_readable():
-            if lock.acquire(False):
-                try:
-                    self._drain(direct)
-                finally:
-                    lock.release()
-                if get(direct, 15) & 1:
-                    loop.call_soon(on_readable)
-            else:                              # a thread is pumping: look again soon
-                loop.call_later(0.0005, on_readable)
-
-        loop.add_reader(fd, on_readable)
-        loop.call_soon(on_readable)
-
-    def poke(self) -> None:
-        """Process whatever ``direct`` holds now, without blocking (for ``done()``)."""
-        if self._pumpA.acquire(False):
-            try:
-                self._drain(self.direct)
-            finally:
-                self._pumpA.release()
-
-    def wait(self, fut, timeout) -> bool:
-        """Block until ``fut`` (a reply on ``direct``) resolves (True) or ``timeout``
-        passes (False), pumping ``direct`` in this thread when it is free."""
-        if threading.get_ident() == self._io_ident:
-            return self._pump_until(fut, timeout)
-        if not self._pumpA.acquire(False):
-            self.adopt()
-            try:
-                ok = fut._lock.acquire(True, -1 if timeout is None else timeout)
-                if ok:
-                    fut._lock.release()
-                return ok
-            finally:
-                self.unadopt()
-        try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            zmq_poll = _zmq_poll
-            direct = self.direct
-            items = self._itemsA
-            while fut._value is _PENDING:
-                if deadline is None:
-                    ms = -1
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return False
-                    ms = max(1, int(left * 1000))
-                for sock, _ in zmq_poll(items, ms):
-                    if sock is direct:
-                        self._drain(direct)
-                    else:
-                        try:
-                            os.eventfd_read(self._wakeA)
-                        except BlockingIOError:
-                            pass
-            return True
-        finally:
-            self._pumpA.release()
-            if self._adopt > 0:
-                self.wake()
-
-    def _pump_until(self, fut, timeout) -> bool:
-        # Nested wait inside the I/O thread (a handler waiting): pump everything here.
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not fut.done():
-            if deadline is None:
-                ms = 20
-            else:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                ms = max(1, min(20, int(left * 1000)))
-            self._poll_once(ms)
-            if self._pumpA.acquire(False):
-                try:
-                    self._drain(self.direct)
-                finally:
-                    self._pumpA.release()
-        return True
-
     def close(self) -> None:
         """Close every socket and the context. Idempotent; pending ports are dropped."""
         if self._closed:
@@ -542,15 +307,6 @@ class Node:
                     os.unlink(a[6:])
                 except OSError:
                     pass
-
-
-def _guard(fn, *args) -> None:
-    """Run a pump callback; a failing one is reported, never kills the pump."""
-    try:
-        fn(*args)
-    except Exception:
-        import traceback
-        traceback.print_exc()
 
 
 def _buf(f):

@@ -17,7 +17,6 @@ reaps every child, and returns a Future resolved when all have exited.
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 
 from monarch_cy._actor.actor import RESERVED, Actor, ActorMesh, endpoint_table

@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from monarch_cy.actor import Actor, current_rank, current_size, context, endpoint
+from monarch_cy.actor import Actor, current_rank, current_size, endpoint
 
 
 class Echo(Actor):

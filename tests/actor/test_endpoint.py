@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from _actors import Echo, Recorder
+from _actors import Recorder
 from monarch_cy.actor import (Accumulator, ActorError, Future, ValueMesh, current_rank)
 
 

@@ -2,8 +2,6 @@
 
 import time
 
-from monarch_cy._actor.controller import SINK
-
 
 def _wait_for(capsys, needle, stream="out", timeout=5.0):
     seen = ""

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from monarch_cy.actor import ActorError, Channel, Port, PortReceiver
+from monarch_cy.actor import Channel, Port, PortReceiver
 
 
 def test_channel_local_roundtrip():

@@ -1,6 +1,5 @@
 """Proc meshes: start, env per rank, size, stop, death of workers."""
 
-import os
 import time
 
 import pytest
