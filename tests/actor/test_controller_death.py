@@ -1,0 +1,40 @@
+"""If the controller dies (even SIGKILL), its procs and fork server exit too."""
+
+import os
+import subprocess
+import sys
+import time
+
+SCRIPT = r"""
+import os, signal, sys
+sys.path.insert(0, %r)
+from monarch_cy.actor import this_host
+from _actors import Echo
+pm = this_host().spawn_procs(per_host={"gpus": 3})
+m = pm.spawn("e", Echo)
+pids = [w[4] for w in m.whoami.call().get(30).values()]
+from monarch_cy._actor import launcher
+z = launcher._zygote.popen.pid if launcher._zygote else None
+print(" ".join(map(str, pids + ([z] if z else []))), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_procs_exit_when_controller_is_killed():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", SCRIPT % here], capture_output=True,
+                         text=True, timeout=60)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) >= 3, out.stderr
+    end = time.monotonic() + 5
+    while time.monotonic() < end and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not [p for p in pids if _alive(p)], "procs outlived their controller"
