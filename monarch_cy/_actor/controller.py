@@ -40,8 +40,14 @@ def transport() -> str:
     return t
 
 
-def alloc_addr(node, tag: str) -> str:
-    """A fresh address for a socket another process will bind."""
+REMOTE_ALLOC = {}   # remote proc key -> fn(tag) -> address on its host (monarch_cy._hosts)
+
+
+def alloc_addr(node, tag: str, proc_key: str | None = None) -> str:
+    """A fresh address for a socket another process (``proc_key``) will bind."""
+    alloc = REMOTE_ALLOC.get(proc_key) if proc_key is not None else None
+    if alloc is not None:
+        return alloc(tag)
     if transport() == "tcp":
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -49,12 +55,21 @@ def alloc_addr(node, tag: str) -> str:
     return f"ipc://{node.rundir}/{tag}"
 
 
-def make_controller_node() -> Node:
+def make_controller_node(host: str | None = None, secret: bytes | None = None) -> Node:
+    """The controller's node; ``host``: bind TCP on that address (reachable from other
+    machines, see monarch_cy._hosts); ``secret``: the job secret (default: random)."""
     global SINK
     from monarch_cy._actor import actor_host, logs
     rundir = tempfile.mkdtemp(prefix="mcy-")
-    keys = JobKeys()
-    if transport() == "tcp":
+    keys = JobKeys(secret)
+    if host is not None:
+        addrs = []
+        for _ in range(2):
+            with socket.socket() as s:
+                s.bind((host, 0))
+                addrs.append(f"tcp://{host}:{s.getsockname()[1]}")
+        addr, daddr = addrs
+    elif transport() == "tcp":
         addrs = []
         for _ in range(2):
             with socket.socket() as s:

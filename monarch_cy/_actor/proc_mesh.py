@@ -156,7 +156,7 @@ class ProcMesh(MeshTrait):
         ext = self._shape.extent
         addrs = []
         for i, p in enumerate(procs):
-            addr = _ctl.alloc_addr(node, f"a{mid}.{p.rank}")
+            addr = _ctl.alloc_addr(node, f"a{mid}.{p.rank}", p.key)
             addrs.append(addr)
             hdr = (SPAWN, name, addr, i, ext.labels, ext.sizes, p.rank, main_path)
             node.send(p.key, [_pack(hdr, data), *extras])
@@ -229,13 +229,16 @@ class ProcMesh(MeshTrait):
 
 
 class HostMesh(MeshTrait):
-    """Hosts to start procs on; ``this_host()`` is the controller's host."""
+    """Hosts to start procs on; ``this_host()`` is the controller's host, and
+    ``attach_to_workers``/job types give meshes of remote hosts (``hosts``
+    dimension; their agents start the procs, see :mod:`monarch_cy._hosts`)."""
 
-    def __init__(self, shape: Shape) -> None:
+    def __init__(self, shape: Shape, hosts=None) -> None:
         self._shape = shape
+        self._hosts = hosts    # None (this host) or monarch_cy._hosts.attach.HostSet
 
     def _new_with_shape(self, shape):
-        return HostMesh(shape)
+        return HostMesh(shape, self._hosts)
 
     def spawn_procs(self, per_host: dict | None = None, *, env: dict | None = None,
                     name: str = "procs") -> ProcMesh:
@@ -255,8 +258,12 @@ class HostMesh(MeshTrait):
         labels = self._shape.labels + tuple(per_host)
         sizes = self._shape.sizes + tuple(per_host.values())
         ext = Extent(labels, sizes)
-        from monarch_cy._actor.launcher import prestart
-        prestart()           # the zygote boots while this process sets up its node
+        remote = None
+        if self._hosts is not None:   # one remote host per point; waits for their agents
+            remote = self._hosts.resolve(self._shape.global_ranks())
+        else:
+            from monarch_cy._actor.launcher import prestart
+            prestart()       # the zygote boots while this process sets up its node
         node = get_node()
         mid = _ctl.next_id()
         procs = []
@@ -268,17 +275,23 @@ class HostMesh(MeshTrait):
                "controller_pid": os.getpid(), "rundir": node.rundir, "mesh_id": mid,
                "sys_path": [p for p in sys.path if isinstance(p, str)]}
         from monarch_cy._actor.launcher import start_proc
+        per = ext.nelements // max(1, self._shape.extent.nelements)
         for r in range(ext.nelements):
-            key = _ctl.alloc_addr(node, f"p{mid}.{r}")
             point = Point(r, ext)
-            penv = dict(base_env)
-            penv["MONARCH_CY_RANK"] = str(r)
-            penv["MONARCH_CY_WORLD_SIZE"] = str(ext.nelements)
+            extra = {"MONARCH_CY_RANK": str(r), "MONARCH_CY_WORLD_SIZE": str(ext.nelements)}
             if "gpus" in point:
-                penv["CUDA_VISIBLE_DEVICES"] = penv["HIP_VISIBLE_DEVICES"] = \
+                extra["CUDA_VISIBLE_DEVICES"] = extra["HIP_VISIBLE_DEVICES"] = \
                     str(point["gpus"])
-            daddr = _ctl.alloc_addr(node, f"p{mid}.{r}d")
-            handle = start_proc(node, dict(cfg, addr=key, daddr=daddr, proc_rank=r), penv)
+            if remote is not None:    # the host's agent merges env into its own
+                host = remote[r // per]
+                key, daddr = host.proc_addrs()
+                handle = host.start_proc(node, dict(cfg, addr=key, daddr=daddr,
+                                                    proc_rank=r), {**(env or {}), **extra})
+            else:
+                key = _ctl.alloc_addr(node, f"p{mid}.{r}")
+                daddr = _ctl.alloc_addr(node, f"p{mid}.{r}d")
+                handle = start_proc(node, dict(cfg, addr=key, daddr=daddr, proc_rank=r),
+                                    {**base_env, **extra})
             p = _Proc(r, key, handle, st)
             procs.append(p)
             _ctl.LIVE_PROCS[key] = p
