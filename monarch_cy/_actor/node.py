@@ -86,7 +86,9 @@ class Node(PumpMixin):
         self._out = {}
         self._out_lock = threading.Lock()
         self._ports = {}
-        self._port_ids = count(1)
+        # A random start: a reply meant for a previous incarnation of this proc's
+        # address (see ProcMesh.respawn) cannot hit a port of this one.
+        self._port_ids = count(int.from_bytes(os.urandom(5), "little") << 8 | 1)
         self.dead = {}                # proc key -> SupervisionError factory args
         self._fds = {}                # raw fd -> callback(fd) -> keep watching?
         self._todo = deque()          # callables to run in the pump
@@ -136,6 +138,8 @@ class Node(PumpMixin):
                     ent = self._out[addr] = (self._client(addr), threading.Lock())
         bsend = _B.send
         with ent[1]:
+            if ent[0].closed:             # forgotten meanwhile (its peer died)
+                return self.send(addr, frames)
             if len(frames) == 1:
                 bsend(ent[0], frames[0], 0, True, False)
             else:
@@ -250,7 +254,7 @@ class Node(PumpMixin):
                     for seg in hdr[2]:
                         self.pool.release(seg, hdr[1])
                 elif kind == PROC_DEAD:
-                    self.proc_failed(hdr[1], hdr[2])
+                    self.proc_failed(hdr[1], hdr[2], hdr[3] if len(hdr) > 3 else ())
                 else:
                     h = self.handlers.get(kind)
                     if h is not None:
@@ -259,26 +263,46 @@ class Node(PumpMixin):
                 import traceback
                 traceback.print_exc()
 
-    def proc_failed(self, proc_key: str, cause: str) -> None:
+    def proc_failed(self, proc_key: str, cause: str, addrs=()) -> int:
         """THE place where pending calls on a failed proc end (with SupervisionError).
 
         Runs in the pump.  Marks the proc dead (later calls fail at once), fails every
-        port still waiting on it, drops its shm references, and (in the controller)
-        tells the other procs so their own pending calls fail too.
+        port still waiting on it, drops its shm references, closes this node's
+        sockets to ``proc_key`` and ``addrs`` (the proc's other addresses: messages
+        queued for the dead proc are discarded, never delivered to a respawned one),
+        and runs the ``on_proc_failed`` callbacks.  Returns how many pending calls it
+        ended (0 when the proc was already known dead).
         """
         if proc_key in self.dead:
-            return
+            return 0
         self.dead[proc_key] = cause
+        ended = 0
         for pid, col in list(self._ports.items()):
             try:
                 if col.proc_failed(proc_key, cause):
                     self._ports.pop(pid, None)
+                    ended += 1
             except Exception:
                 pass
         self.pool.drop_receiver(proc_key)
+        self.forget((proc_key, *addrs))
         self.wake_direct()
         for cb in list(self.on_proc_failed):
             cb(proc_key, cause)
+        return ended
+
+    def forget(self, addrs) -> None:
+        """Close the sockets to ``addrs``, discarding what is queued on them; a later
+        send opens a fresh one.  Thread-safe."""
+        with self._out_lock:
+            ents = [self._out.pop(a) for a in addrs if a in self._out]
+        for s, lock in ents:
+            with lock:
+                s.close(linger=0)
+
+    def revive(self, proc_key: str) -> None:
+        """``proc_key`` names a live proc again (it was respawned): calls reach it."""
+        self.dead.pop(proc_key, None)
 
     def close(self) -> None:
         """Close every socket and the context. Idempotent; pending ports are dropped."""
