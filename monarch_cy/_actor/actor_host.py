@@ -11,9 +11,19 @@ they are handled in the order sent.
   socket; each message starts a task in arrival order; ``def`` endpoints of such an
   actor run inline on the loop.
 
-An exception in an endpoint is answered with :class:`ActorError` (exception when
-picklable + formatted traceback) and the actor keeps serving.  If ``__init__``
-fails, every call is answered with that error.
+An exception in an endpoint called with a reply port is answered with
+:class:`ActorError` (exception when picklable, else its type name and text, plus
+the formatted traceback) and the actor keeps serving.  The actor *fails* instead
+(see :mod:`.supervision`) when ``__init__`` raises, a ``broadcast`` endpoint raises
+(nowhere to reply), an endpoint raises a ``BaseException`` that is not an
+``Exception``, or it leaves a child mesh's failure unhandled: it runs
+``__cleanup__(exc)``, reports a :class:`MeshFailure` to its owner, and answers every
+later call with :class:`SupervisionError`.
+
+Built-in messages (names no endpoint may take): ``__supervise__`` (a child's
+failure, for this actor's ``__supervise__``), ``__ready__`` (answered once
+``__init__`` finished), ``__stop__`` (run ``__cleanup__(None)``; the proc is
+stopping).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import threading
 import traceback
 
 from monarch_cy._actor.actor import ActorInstance, _set_current, endpoint_table
-from monarch_cy._actor.errors import ActorError
+from monarch_cy._actor.errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._actor.ports import Port
 from monarch_cy._actor.shape import Extent, Point
 
@@ -52,17 +62,48 @@ def _load_main(path: str) -> None:
 
 
 def handle_spawn(node, hdr, data, extras) -> None:
-    """SPAWN: ``(SPAWN, name, addr, rank, labels, sizes, proc_rank, main_path)``;
-    payload ``(cls, args, kwargs)``, unpickled in the actor's thread."""
-    _, name, addr, rank, labels, sizes, proc_rank, main_path = hdr
+    """SPAWN: ``(SPAWN, name, addr, rank, labels, sizes, proc_rank, main_path[,
+    owner])``; payload ``(cls, args, kwargs)``, unpickled in the actor's thread.
+    ``owner``: ``("client", controller addr)`` or ``("actor", owner actor addr)``."""
+    _, name, addr, rank, labels, sizes, proc_rank, main_path = hdr[:8]
+    owner = hdr[8] if len(hdr) > 8 else None
     host = ActorHost(node, name, addr, Point(rank, Extent(labels, sizes)), proc_rank,
-                     (bytes(data), list(extras)), main_path)
+                     (bytes(data), list(extras)), main_path, owner)
     HOSTS[addr] = host
     host.start()
 
 
+def stop_hosts(node, timeout: float) -> None:
+    """The proc is stopping: every actor runs ``__cleanup__(None)`` after its current
+    message (queued ones are answered with MeshStoppedError); wait at most
+    ``timeout`` s in all (a stuck endpoint cannot hold the stop)."""
+    import time
+    hosts = list(HOSTS.values())
+    for h in hosts:
+        if h.failed is None:
+            h.failed = MeshStoppedError(h.name, h.rank.rank, "proc mesh stopped")
+        h.post("__stop__")
+    end = time.monotonic() + timeout
+    for h in hosts:
+        h.cleaned.wait(max(0.0, end - time.monotonic()))
+
+
 def _format(exc) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:  # noqa: BLE001 - a broken __str__: name the type at least
+        return f"{type(exc).__qualname__}: <str() failed>\n"
+
+
+def _one_line(exc) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001
+        text = "<str() failed>"
+    return f"{type(exc).__qualname__}: {text}" if text else type(exc).__qualname__
+
+
+_BUILTIN = frozenset({"__supervise__", "__ready__", "__stop__"})
 
 
 def _picklable(exc):
@@ -76,8 +117,12 @@ def _picklable(exc):
 class ActorHost:
     """One actor instance, its socket and its thread."""
 
-    def __init__(self, node, name, addr, rank, proc_rank, frames, main_path):
+    def __init__(self, node, name, addr, rank, proc_rank, frames, main_path, owner=None):
         self.node = node
+        self.owner = owner
+        self.failed = None          # SupervisionError answered to every call once set
+        self.cleaned = threading.Event()
+        self._seen_sent = False
         self.name = name
         self.addr = addr
         self.rank = rank
@@ -120,6 +165,7 @@ class ActorHost:
         except BaseException as e:
             self.init_error = ActorError(_picklable(e), _format(e), self.name,
                                          self.rank.rank, "__init__")
+            self._die(f"__init__ raised {_one_line(e)}", e, _format(e), cleanup=False)
         self.inst.sync = not is_async
         try:
             if is_async and self.init_error is None:
@@ -165,10 +211,14 @@ class ActorHost:
         mv = memoryview(f0)
         method, raddr, port_id, rank, rkey = pickle.loads(mv[2:2 + n])
         try:
-            if self.init_error is not None:
-                raise self.init_error
+            if self.failed is not None:
+                return self._when_failed(method, mv[2 + n:], frames[1:], raddr,
+                                         port_id, rank, rkey)
             ent = self.endpoints.get(method)
             if ent is None:
+                if method in _BUILTIN:
+                    return self._builtin(method, mv[2 + n:], frames[1:], raddr, port_id,
+                                         rank, rkey)
                 raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
                                      f"{method!r}")
             fn, explicit, asy = ent
@@ -197,12 +247,110 @@ class ActorHost:
             self.node.reply(raddr, port_id, rank, True, result, rkey)
 
     def _fail(self, e, raddr, port_id, rank, rkey, method) -> None:
-        if isinstance(e, ActorError) and e is self.init_error:
-            err = e
-        else:
-            err = ActorError(_picklable(e), _format(e), self.name, self.rank.rank, method)
+        tb = _format(e)
+        err = ActorError(_picklable(e), tb, self.name, self.rank.rank, method)
         if port_id:
             self.node.reply(raddr, port_id, rank, False, err, rkey)
+        if not port_id:
+            self._die(f"broadcast endpoint {method} raised {_one_line(e)} (nowhere to "
+                      "reply)", e, tb)
+        elif not isinstance(e, Exception):
+            self._die(f"endpoint {method} raised {_one_line(e)}", e, tb)
+
+    # -- failure and supervision ----------------------------------------------
+    def post(self, method: str, payload=None) -> None:
+        """Queue a built-in message for this actor (thread-safe)."""
+        node = self.node
+        data, extras = node.encode(((payload,), {}) if payload is not None else
+                                   ((), {}), (node.key,))
+        h = pickle.dumps((method, "", 0, 0, node.key), 5)
+        node.send(self.addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+
+    def _die(self, cause: str, exc, details: str = "", cleanup: bool = True,
+             children=()) -> None:
+        """This actor fails: ``__cleanup__(exc)``, then its owner hears of it."""
+        if self.failed is not None:
+            return
+        self.failed = SupervisionError(self.name, self.rank.rank, cause)
+        if cleanup:
+            self._cleanup(exc)
+        from monarch_cy._actor.supervision import MeshFailure
+        self._report(MeshFailure(self.name, (self.rank.rank,), cause, "actor", details,
+                                 children, (self.addr,)))
+
+    def _report(self, failure) -> None:
+        from monarch_cy._actor import supervision
+        owner = self.owner or ("client", getattr(self.node, "controller_addr", None)
+                               or self.node.addr)
+        try:
+            if owner[0] == "actor" and owner[1] in HOSTS:
+                HOSTS[owner[1]].post("__supervise__", failure)
+            elif owner[0] == "actor":
+                print(f"actor {self.inst.actor_id}: owner {owner[1]} is gone; failure "
+                      f"unreported:\n{failure.report()}", file=sys.stderr)
+            else:
+                supervision.send_failure_to_client(self.node, owner[1], failure)
+        except Exception as e:  # noqa: BLE001 - never let reporting kill the thread
+            print(f"actor {self.inst.actor_id}: cannot report its failure ({e}):\n"
+                  f"{failure.report()}", file=sys.stderr)
+
+    def _cleanup(self, exc) -> None:
+        try:
+            fn = getattr(type(self.actor), "__cleanup__", None) if self.actor is not None \
+                else None
+            if fn is not None:
+                from monarch_cy._actor.supervision import SUPERVISE_TIMEOUT_S, \
+                    call_with_timeout
+                ok, v = call_with_timeout(lambda: fn(self.actor, exc), SUPERVISE_TIMEOUT_S)
+                if not ok:
+                    print(f"actor {self.inst.actor_id}: __cleanup__ failed: "
+                          f"{_one_line(v)}", file=sys.stderr)
+        finally:
+            self.cleaned.set()
+
+    def _when_failed(self, method, data, extras, raddr, port_id, rank, rkey):
+        if method == "__stop__":
+            if not self.cleaned.is_set():
+                self._cleanup(None if isinstance(self.failed, MeshStoppedError)
+                              else self.failed)
+            return
+        if method == "__supervise__":       # a failed owner: pass it up, chained
+            failure = self.node.decode(data, extras)[0][0]
+            from monarch_cy._actor.supervision import MeshFailure
+            self._report(MeshFailure(self.name, (self.rank.rank,),
+                                     f"child mesh {failure.mesh_name} failed after this "
+                                     f"actor had failed ({self.failed.cause})", "actor",
+                                     "", (failure,), (self.addr,)))
+            return
+        if port_id:
+            self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
+            if not self._seen_sent and not isinstance(self.failed, MeshStoppedError):
+                self._seen_sent = True
+                from monarch_cy._actor.node import pack
+                from monarch_cy._actor.supervision import SEEN
+                client = getattr(self.node, "controller_addr", None) or self.node.addr
+                self.node.send(client, [pack((SEEN, self.addr))])
+
+    def _builtin(self, method, data, extras, raddr, port_id, rank, rkey):
+        if method == "__ready__":
+            if port_id:
+                self.node.reply(raddr, port_id, rank, True, True, rkey)
+        elif method == "__stop__":
+            self._cleanup(None)
+        elif method == "__supervise__":
+            failure = self.node.decode(data, extras)[0][0]
+            self._supervise(failure)
+
+    def _supervise(self, failure) -> None:
+        from monarch_cy._actor.supervision import SUPERVISE_TIMEOUT_S, call_with_timeout
+        fn = getattr(type(self.actor), "__supervise__", None)
+        if fn is None:
+            why = "it has no __supervise__"
         else:
-            print(f"endpoint {self.inst.actor_id}.{method} (broadcast) raised:\n"
-                  f"{err.remote_traceback}", file=sys.stderr)
+            ok, v = call_with_timeout(lambda: fn(self.actor, failure), SUPERVISE_TIMEOUT_S)
+            if ok and v:
+                return
+            why = (f"__supervise__ returned {v!r}" if ok else
+                   f"__supervise__ raised {_one_line(v)}")
+        self._die(f"unhandled failure of child mesh {failure.mesh_name!r} ({why})",
+                  None, "", children=(failure,))

@@ -13,6 +13,13 @@ Two roles (see :mod:`.launcher`):
 * zygote (first config line has ``"zygote": true``): imports the runtime once, then
   forks one worker per request line, reporting ``forked``/``exit`` lines on its
   status pipe; it exits when its stdin closes.
+
+No orphans: the zygote asks the kernel for SIGTERM when its parent (the controller's
+launcher thread, which lives as long as the controller) dies; on it, it SIGKILLs and
+reaps its workers, removes the job's run directory and exits.  Every worker asks for
+SIGKILL when its parent (the zygote, or the controller in exec mode) dies, and also
+watches the controller's pid.  So a controller killed with SIGKILL leaves nothing
+behind within a fraction of a second.
 """
 
 from __future__ import annotations
@@ -23,7 +30,22 @@ import sys
 import threading
 
 
+def _pdeathsig(sig: int) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)      # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: the pid watch still works
+        pass
+
+
 def _stop(node, hdr, data, extras) -> None:
+    try:
+        from monarch_cy._actor import actor_host
+        actor_host.stop_hosts(node, 1.5)    # __cleanup__ of each actor, bounded
+    except Exception:  # noqa: BLE001
+        pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -49,11 +71,21 @@ def worker_main(cfg: dict) -> None:
         from monarch_cy._actor import actor_host, logs
         from monarch_cy._actor.auth import JobKeys
         from monarch_cy._actor.node import SPAWN, STOP, Node, set_node
+        from monarch_cy._actor import heartbeat, supervision
+        import signal
+        _pdeathsig(signal.SIGKILL)
+        parent = cfg.get("_parent")
+        if (parent and os.getppid() != parent) or os.getppid() == 1:
+            os._exit(1)                    # the parent died before prctl took effect
         node = Node(cfg["addr"], JobKeys(bytes.fromhex(cfg["secret"])),
                     rundir=cfg["rundir"], is_controller=False, direct_addr=cfg["daddr"])
+        node.controller_addr = cfg["controller"]
         set_node(node)
         node.handlers[SPAWN] = actor_host.handle_spawn
         node.handlers[STOP] = _stop
+        node.handlers[supervision.HEARTBEAT] = heartbeat.handle_heartbeat
+        node.handlers[supervision.REVIVE] = lambda n, hdr, d, e: n.revive(hdr[1])
+        node.handlers[supervision.SEEN] = lambda n, hdr, d, e: None
         logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
         node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
         node.serve_forever()
@@ -76,7 +108,32 @@ def zygote_main(first: dict, stdin) -> None:
     # Import what every worker needs, once, before any fork.
     import zmq  # noqa: F401  (imported once, before any fork)
     from monarch_cy._actor import actor_host, auth, logs, node, shm, wire  # noqa: F401
+    import signal
     status = first["status_fd"]
+    children = set()
+    rundir = []
+
+    def parent_died(signum, frame):
+        # The controller is gone: take every worker down with us, leave no files.
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in list(children):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        if rundir:
+            import shutil
+            shutil.rmtree(rundir[0], ignore_errors=True)
+        os._exit(0)
+    signal.signal(signal.SIGTERM, parent_died)
+    _pdeathsig(signal.SIGTERM)
+    if first.get("controller_pid") and os.getppid() != first["controller_pid"]:
+        parent_died(0, None)
+    me = os.getpid()
     sel = selectors.DefaultSelector()
     in_fd = stdin.fileno()
     os.set_blocking(in_fd, False)
@@ -99,9 +156,13 @@ def zygote_main(first: dict, stdin) -> None:
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
                     req = json.loads(line)
+                    if not rundir and req["cfg"].get("rundir"):
+                        rundir.append(req["cfg"]["rundir"])
+                    req["cfg"]["_parent"] = me
                     pid = os.fork()
                     if pid == 0:
                         try:
+                            signal.signal(signal.SIGTERM, signal.SIG_DFL)
                             sel.close()
                             os.close(in_fd)
                             os.close(status)
@@ -111,6 +172,7 @@ def zygote_main(first: dict, stdin) -> None:
                             worker_main(req["cfg"])
                         finally:
                             os._exit(70)
+                    children.add(pid)
                     pfd = os.pidfd_open(pid)
                     sel.register(pfd, selectors.EVENT_READ, pid)
                     report(f"forked {req['id']} {pid}")
@@ -119,6 +181,7 @@ def zygote_main(first: dict, stdin) -> None:
                 sel.unregister(key.fd)
                 os.close(key.fd)
                 _, st = os.waitpid(pid, 0)
+                children.discard(pid)
                 code = os.waitstatus_to_exitcode(st)
                 report(f"exit {pid} {code}")
 

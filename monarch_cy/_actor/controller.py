@@ -82,6 +82,10 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     SINK = logs.LogSink(node)
     node.handlers[SPAWN] = actor_host.handle_spawn
     node.handlers[LOG] = SINK.handle
+    from monarch_cy._actor import heartbeat, supervision
+    node.handlers[supervision.SUPERVISE] = supervision.handle_supervise
+    node.handlers[supervision.SEEN] = supervision.handle_seen
+    node.handlers[supervision.HEARTBEAT_ACK] = heartbeat.handle_ack
     node.start_io_thread()
     atexit.register(_shutdown, node)
     return node

@@ -11,6 +11,10 @@ Adverbs (all send at once; none blocks except ``Future.get``):
 * ``Accumulator(ep, identity, combine).accumulate(*a, **kw)`` -> ``Future``:
   ``combine`` folds the replies in arrival order, starting from ``identity``.
 
+Per-call timeouts: ``mesh.ep.with_timeout(s).call(...)`` (any adverb with a reply):
+a call not answered within ``s`` seconds fails with ``TimeoutError`` and its state
+(the reply port) is dropped at once; a late reply is discarded.
+
 Arguments are pickled once at the call site (an unpicklable argument raises
 ``TypeError`` there) and the same bytes go to every actor of the mesh.
 """
@@ -103,10 +107,33 @@ def endpoint(fn=None, *, explicit_response_port: bool = False, **_options):
 class Endpoint(Generic[R]):
     """An endpoint of an actor mesh (``mesh.method``), with the adverbs."""
 
-    __slots__ = ("_mesh", "_name", "_explicit")
+    __slots__ = ("_mesh", "_name", "_explicit", "_timeout")
 
-    def __init__(self, mesh, name: str, explicit: bool) -> None:
+    def __init__(self, mesh, name: str, explicit: bool, timeout=None) -> None:
         self._mesh, self._name, self._explicit = mesh, name, explicit
+        self._timeout = timeout
+
+    def with_timeout(self, seconds: float) -> "Endpoint":
+        """This endpoint with a per-call timeout (see the module docstring)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+                or not seconds > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, not {seconds!r}")
+        return Endpoint(self._mesh, self._name, self._explicit, float(seconds))
+
+    def _arm(self, node, port_id, futs) -> None:
+        """Fail ``futs`` with TimeoutError and drop the port after the timeout."""
+        timeout, where = self._timeout, f"{self._mesh._name}.{self._name}"
+
+        def expire():
+            if port_id not in node._ports:
+                return
+            node.drop_port(port_id)
+            for f in futs:
+                f._set_exception(TimeoutError(
+                    f"call to {where} not answered within {timeout:g} s (per-call "
+                    "timeout; the call was abandoned)"))
+            node.wake_direct()
+        node.add_timer(timeout, expire)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"call an endpoint through an adverb: "
@@ -144,11 +171,19 @@ class Endpoint(Generic[R]):
         for local, g in enumerate(granks):
             p = procs[local]
             if p in dead:
+                _seen(p)
                 if want_reply and collector.proc_failed(p, dead[p]):
                     node.drop_port(port_id)
                 continue
             h = dumps((name, addr, port_id, local, key), 5)
             send(addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
+        if dead:          # a proc failed while we sent: its part must not hang
+            for local, g in enumerate(granks):
+                if procs[local] in dead:
+                    _late_dead(node, port_id, collector if want_reply else None,
+                               procs[local], addrs[g])
+        if want_reply and self._timeout is not None:
+            self._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
         return port_id
 
     def call(self, *args, **kwargs) -> Future:
@@ -173,6 +208,7 @@ class Endpoint(Generic[R]):
         node, procs, direct = self._prepare((g,))
         proc = procs[0]
         if proc in node.dead:
+            _seen(proc)
             return Future._resolved(exc=SupervisionError(mesh._name, g, node.dead[proc]))
         try:
             data, extras = node.encode((args, kwargs), procs)
@@ -186,6 +222,10 @@ class Endpoint(Generic[R]):
         h = pickle.dumps((self._name, node.direct_addr if direct else node.addr, port_id,
                           0, node.key), 5)
         node.send(mesh._addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
+        if proc in node.dead:     # it failed while we sent: do not hang
+            _late_dead(node, port_id, col, proc, mesh._addrs[g])
+        if self._timeout is not None:
+            self._arm(node, port_id, [fut])
         return fut
 
     def choose(self, *args, **kwargs) -> Future:
@@ -219,6 +259,22 @@ class Endpoint(Generic[R]):
 
     def __repr__(self):
         return f"<endpoint {self._mesh._name}.{self._name}>"
+
+
+def _seen(proc) -> None:
+    """The program is told of a failure (a call on a dead proc raises)."""
+    from monarch_cy._actor import supervision
+    supervision.note_seen(proc)
+
+
+def _late_dead(node, port_id, collector, proc, addr) -> None:
+    # The proc was found dead after we checked: the failure sweep may have missed our
+    # port, and our send may have reopened a socket to the dead address.
+    node.forget((addr,))
+    if collector is not None and port_id in node._ports:
+        if collector.proc_failed(proc, node.dead.get(proc, "proc failed")):
+            node.drop_port(port_id)
+        node.wake_direct()
 
 
 class Accumulator(Generic[R]):

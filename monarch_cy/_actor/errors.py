@@ -37,8 +37,13 @@ class ActorError(MonarchCyError):
         self.rank = rank
         self.endpoint = str(endpoint)
         where = f"{actor}[{rank}].{endpoint}" if actor else endpoint
+        if exception is not None:
+            shown = repr(exception)
+        else:   # could not be pickled: the traceback's last line names type and text
+            lines = [ln for ln in self.remote_traceback.splitlines() if ln.strip()]
+            shown = (lines[-1].strip() if lines else "an exception") + " (not picklable)"
         super().__init__(
-            f"endpoint {where} raised {exception!r}\n"
+            f"endpoint {where} raised {shown}\n"
             f"--- remote traceback ---\n{self.remote_traceback}"
         )
 

@@ -10,6 +10,12 @@ environment (per-rank ``CUDA_VISIBLE_DEVICES``...) before running anything else.
 ``MONARCH_CY_START=exec``: one ``python -m monarch_cy._actor.bootstrap`` per proc.
 
 Either way the job secret travels through a stdin pipe, never argv or environ.
+Children are started from one long-lived "launcher" thread: the kernel's
+parent-death signal (``PR_SET_PDEATHSIG``, set by the zygote and the workers) fires
+when the *thread* that forked them exits, so it must be one that lives as long as
+the controller.  ``PYTHONPATH`` is set from the controller's ``sys.path``, so that
+``python -m monarch_cy._actor.bootstrap`` finds ``monarch_cy`` even when the
+controller got it through ``sys.path`` manipulation rather than an install.
 The zygote reports each fork (``forked <id> <pid>``) and each exit
 (``exit <pid> <status>``) on a status pipe that the controller's pump reads: that
 is where proc deaths are seen (exec mode uses a pidfd per child instead).
@@ -64,6 +70,67 @@ class ProcHandle:
             cb(code)
 
 
+def _child_env(env: dict | None = None) -> dict:
+    """``env`` (default ``os.environ``) with ``PYTHONPATH`` led by the controller's
+    ``sys.path`` (the cwd made absolute)."""
+    out = dict(os.environ if env is None else env)
+    paths = []
+    for p in sys.path:
+        if not isinstance(p, str):
+            continue
+        p = os.path.abspath(p) if p else os.getcwd()
+        if p not in paths:
+            paths.append(p)
+    old = [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
+    out["PYTHONPATH"] = os.pathsep.join(paths + old)
+    return out
+
+
+class _Launcher:
+    """One daemon thread that runs every Popen of this controller (see above)."""
+
+    def __init__(self) -> None:
+        import queue
+        self.q = queue.Queue()
+        self.thread = threading.Thread(target=self._loop, daemon=True,
+                                       name="monarch_cy-launcher")
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            fn, box, done = self.q.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+                box.append((False, e))
+            done.set()
+
+    def run(self, fn):
+        if threading.current_thread() is self.thread:
+            return fn()
+        box, done = [], threading.Event()
+        self.q.put((fn, box, done))
+        done.wait()
+        ok, v = box[0]
+        if not ok:
+            raise v
+        return v
+
+
+_launcher = None
+_llock = threading.Lock()
+
+
+def launch(fn):
+    """Run ``fn()`` (which starts a child) in the launcher thread; return its result."""
+    global _launcher
+    if _launcher is None:
+        with _llock:
+            if _launcher is None:
+                _launcher = _Launcher()
+    return _launcher.run(fn)
+
+
 def _mode() -> str:
     m = os.environ.get("MONARCH_CY_START", "fork").strip().lower()
     if m not in ("fork", "exec"):
@@ -71,13 +138,17 @@ def _mode() -> str:
     return m
 
 
+_zygote = None
+_zlock = threading.Lock()
+
+
 class _Zygote:
     def __init__(self) -> None:
         r, w = os.pipe()
         os.set_blocking(r, False)
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", "monarch_cy._actor.bootstrap"],
-            stdin=subprocess.PIPE, pass_fds=(w,), close_fds=True, start_new_session=True)
+        self.popen = launch(lambda: subprocess.Popen(
+            [sys.executable, "-m", "monarch_cy._actor.bootstrap"], env=_child_env(),
+            stdin=subprocess.PIPE, pass_fds=(w,), close_fds=True, start_new_session=True))
         os.close(w)
         self.status_fd = r
         self.pending = {}       # request id -> handle
@@ -85,7 +156,7 @@ class _Zygote:
         self.next_id = 0
         self.lock = threading.Lock()
         self.buf = b""
-        self._write({"zygote": True, "status_fd": w})
+        self._write({"zygote": True, "status_fd": w, "controller_pid": os.getpid()})
         self.watched = False
 
     def _write(self, obj) -> None:
@@ -148,8 +219,6 @@ class _Zygote:
             self.popen.wait()
 
 
-_zygote = None
-_zlock = threading.Lock()
 
 
 def start_proc(node, cfg: dict, env: dict) -> ProcHandle:
@@ -157,9 +226,9 @@ def start_proc(node, cfg: dict, env: dict) -> ProcHandle:
     ``env``; ``handle._on_exit(code)`` is called in the pump when it exits."""
     if _mode() == "exec":
         h = ProcHandle()
-        popen = subprocess.Popen([sys.executable, "-m", "monarch_cy._actor.bootstrap"],
-                                 stdin=subprocess.PIPE, env=env, close_fds=True,
-                                 start_new_session=True)
+        popen = launch(lambda: subprocess.Popen(
+            [sys.executable, "-m", "monarch_cy._actor.bootstrap"], stdin=subprocess.PIPE,
+            env=_child_env(env), close_fds=True, start_new_session=True))
         popen.stdin.write(json.dumps(cfg).encode() + b"\n")
         popen.stdin.close()
         h.popen, h.pid = popen, popen.pid

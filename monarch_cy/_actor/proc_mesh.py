@@ -53,23 +53,59 @@ _GRACE = 3.0
 
 
 class _Proc:
-    __slots__ = ("rank", "key", "popen", "alive", "state")
+    """One incarnation of a proc (a respawn makes a new ``_Proc`` at the same rank,
+    key and addresses).  ``starter()`` starts another incarnation like this one."""
 
-    def __init__(self, rank, key, popen, state):
+    __slots__ = ("rank", "key", "popen", "alive", "state", "starter", "daddr", "started",
+                 "last_seen", "silent", "up", "replaced", "reported", "done")
+
+    def __init__(self, rank, key, popen, state, starter=None, daddr=None):
+        import threading
+        import time
         self.rank, self.key, self.popen, self.state = rank, key, popen, state
         self.alive = True
+        self.starter, self.daddr = starter, daddr
+        self.started = time.monotonic()
+        self.last_seen = 0.0
+        self.silent = False            # failed by heartbeat (killed, exit pending)
+        self.up = threading.Event()    # answered a heartbeat
+        self.replaced = False          # killed by a respawn: its exit is no failure
+        self.reported = False
+        self.done = threading.Event()  # its exit has been processed
 
 
 class _State:
     """Shared by a proc mesh, its slices and the actor meshes spawned on it."""
 
-    def __init__(self, mesh_id, procs):
+    def __init__(self, mesh_id, procs, name="procs", policy=None):
+        import threading
         self.mesh_id = mesh_id
         self.procs = procs
+        self.name = name
         self.stopped = False
         self.names = set()
         self.stop_future = None
-        self.left = 0
+        self.stop_waiting = set()
+        self.meshes = []               # _MeshRecord per actor mesh, in spawn order
+        self.failed_ranks = set()      # global ranks failed and not yet respawned
+        self.policy = policy           # RestartPolicy or None
+        self.restarts = 0
+        self.respawn_lock = threading.Lock()
+
+
+class _MeshRecord:
+    """How an actor mesh was spawned, to spawn it again on respawned ranks."""
+
+    __slots__ = ("name", "cls", "args", "kwargs", "main_path", "owner", "labels",
+                 "sizes", "where")
+
+    def __init__(self, name, cls, args, kwargs, main_path, owner, labels, sizes, where):
+        self.name, self.cls, self.args, self.kwargs = name, cls, args, kwargs
+        self.main_path, self.owner, self.labels, self.sizes = main_path, owner, labels, sizes
+        self.where = where             # global proc rank -> (actor addr, rank in mesh)
+
+
+ACTOR_HOME = {}     # actor addr -> (_State, global proc rank), controller-spawned actors
 
 
 def _describe(code: int) -> str:
@@ -82,19 +118,84 @@ def _describe(code: int) -> str:
     return f"process exited with code {code}"
 
 
+def _addrs_on(st: _State, g: int, proc: _Proc) -> tuple:
+    """Every address a proc at global rank ``g`` binds (besides its key)."""
+    out = [proc.daddr] if proc.daddr else []
+    out += [rec.where[g][0] for rec in st.meshes if g in rec.where]
+    return tuple(out)
+
+
+def _broadcast_dead(node, proc: _Proc, cause: str, addrs) -> None:
+    msg = _pack((PROC_DEAD, proc.key, cause, addrs))
+    for other in list(_ctl.LIVE_PROCS.values()):
+        if other.key != proc.key and other.popen is not None:
+            node.send(other.key, [msg])
+
+
+def _proc_down(node, proc: _Proc, cause: str) -> None:
+    """A proc failed (died, or went silent): runs in the pump, once per incarnation.
+    Ends its pending calls, tells the other procs, and reports the failure to the
+    client (see :mod:`.supervision`), or lets the restart policy respawn it."""
+    if proc.reported:
+        return
+    proc.reported = True
+    from monarch_cy._actor import supervision
+    st = proc.state
+    addrs = _addrs_on(st, proc.rank, proc)
+    ended = node.proc_failed(proc.key, cause, addrs)
+    _broadcast_dead(node, proc, cause, addrs)
+    if st.stopped:
+        return
+    st.failed_ranks.add(proc.rank)
+    names = [rec.name for rec in st.meshes if proc.rank in rec.where]
+    failure = supervision.MeshFailure(
+        st.name, (proc.rank,), cause, "proc",
+        f"actor meshes on it: {', '.join(names) or 'none'}", addrs=(proc.key,))
+    handled = _maybe_restart(node, st, failure)
+    supervision.client_failure(node, failure, (proc.key,), st, handled or ended > 0)
+
+
+def _maybe_restart(node, st: _State, failure) -> bool:
+    """Start a policy respawn of ``st``'s failed ranks; True if the policy took it."""
+    pol = st.policy
+    if pol is None or st.stopped or st.restarts >= pol.max_restarts:
+        return False
+    st.restarts += 1
+    from monarch_cy._actor import respawn
+    respawn.start(node, st, None, pol.delay(st.restarts), policy=True)
+    return True
+
+
 def _on_exit(node, proc: _Proc, code: int) -> None:
     """Runs in the pump when a proc exits (reported by the launcher)."""
-    proc.alive = False
-    _ctl.LIVE_PROCS.pop(proc.key, None)
-    st = proc.state
-    cause = "proc mesh stopped" if st.stopped else _describe(code)
-    node.proc_failed(proc.key, cause)
-    for other in list(_ctl.LIVE_PROCS.values()):
-        node.send(other.key, [_pack((PROC_DEAD, proc.key, cause))])
-    if st.stop_future is not None:
-        st.left -= 1
-        if st.left <= 0:
+    try:
+        if _ctl.LIVE_PROCS.get(proc.key) is proc:
+            del _ctl.LIVE_PROCS[proc.key]
+        st = proc.state
+        if proc.replaced:
+            pass                      # a respawn killed it and owns what follows
+        elif st.stopped:
+            cause = "proc mesh stopped"
+            addrs = _addrs_on(st, proc.rank, proc)
+            node.proc_failed(proc.key, cause, addrs)
+            _broadcast_dead(node, proc, cause, addrs)
+        else:
+            _proc_down(node, proc, _describe(code))
+        proc.alive = False
+        st.stop_waiting.discard(proc)
+        if st.stop_future is not None and not st.stop_waiting:
             st.stop_future._set_result(None)
+    finally:
+        proc.done.set()
+
+
+def _silent(node, proc: _Proc, cause: str) -> None:
+    """Heartbeat timeout (in the pump): fail the proc now, then kill it."""
+    _proc_down(node, proc, cause)
+    try:
+        proc.popen.kill()
+    except OSError:
+        pass
 
 
 class ProcMesh(MeshTrait):
@@ -154,12 +255,22 @@ class ProcMesh(MeshTrait):
         st.names.add(name)
         mid = _ctl.next_id()
         ext = self._shape.extent
+        owner = _owner(node)
+        # spawned inside a worker: its own counter, so tag the addresses with its pid
+        tag = "" if node.is_controller else f"w{os.getpid()}."
         addrs = []
+        where = {}
         for i, p in enumerate(procs):
-            addr = _ctl.alloc_addr(node, f"a{mid}.{p.rank}", p.key)
+            addr = _ctl.alloc_addr(node, f"{tag}a{mid}.{p.rank}", p.key)
             addrs.append(addr)
-            hdr = (SPAWN, name, addr, i, ext.labels, ext.sizes, p.rank, main_path)
+            where[p.rank] = (addr, i)
+            hdr = (SPAWN, name, addr, i, ext.labels, ext.sizes, p.rank, main_path, owner)
             node.send(p.key, [_pack(hdr, data), *extras])
+        if node.is_controller and any(p.popen is not None for p in procs):
+            st.meshes.append(_MeshRecord(name, cls, args, kwargs, main_path, owner,
+                                         ext.labels, ext.sizes, where))
+            for g, (addr, _) in where.items():
+                ACTOR_HOME[addr] = (st, g)
         return ActorMesh(name, cls.__qualname__, eps, plain, addrs, keys,
                          Shape.dense(ext.labels, ext.sizes), st)
 
@@ -181,20 +292,35 @@ class ProcMesh(MeshTrait):
         node.call_in_pump(lambda: (_ctl.SINK.flush(), done._set_result(None)))
         done.get(5)
 
+    def respawn(self, ranks=None) -> Future:
+        """Restart failed ranks in place; the Future resolves (to the list of global
+        ranks restarted) once every actor re-spawned on them finished ``__init__``.
+
+        ``ranks``: ranks of this mesh (default: every failed one).  See
+        :mod:`.respawn` for exactly what happens; raises ``MeshStoppedError`` on a
+        mesh stopped on purpose and ``ValueError`` for a healthy or unknown rank.
+        """
+        from monarch_cy._actor import respawn
+        return respawn.respawn(self, ranks)
+
     def stop(self) -> Future:
         """Stop every proc of this mesh; the Future resolves when all have exited.
 
         Pending calls on them fail with :class:`SupervisionError`; new calls on its
-        actor meshes raise :class:`MeshStoppedError`.  Idempotent.
+        actor meshes raise :class:`MeshStoppedError`.  Each actor's ``__cleanup__``
+        runs after its current message (bounded: a stuck endpoint does not delay the
+        stop past the SIGKILL grace).  Idempotent.
         """
         st = self._state
         node = get_node()
         if st.stop_future is not None:
             return st.stop_future
         st.stopped = True
+        from monarch_cy._actor import supervision
+        supervision.note_recovered(st)
         fut = st.stop_future = Future._make(None)
         live = [p for p in st.procs if p.popen is not None and p.alive]
-        st.left = len(live)
+        st.stop_waiting = set(live)
         if not live:
             fut._set_result(None)
             return fut
@@ -241,13 +367,28 @@ class HostMesh(MeshTrait):
         return HostMesh(shape, self._hosts)
 
     def spawn_procs(self, per_host: dict | None = None, *, env: dict | None = None,
-                    name: str = "procs") -> ProcMesh:
+                    name: str = "procs", restart=None,
+                    heartbeat_timeout: float | None = None) -> ProcMesh:
         """Start ``prod(per_host.values())`` procs per host; returns at once.
 
         Each proc gets ``MONARCH_CY_RANK``/``MONARCH_CY_WORLD_SIZE`` and, when
         ``per_host`` has a ``gpus`` dimension, ``CUDA_VISIBLE_DEVICES`` and
         ``HIP_VISIBLE_DEVICES`` set to its gpu coordinate, plus ``env``.
+
+        ``restart``: a :class:`RestartPolicy` to respawn failed ranks automatically.
+        ``heartbeat_timeout``: seconds without a heartbeat answer before a proc is
+        failed and killed (default ``MONARCH_CY_HEARTBEAT_TIMEOUT`` or 10; 0: off).
         """
+        from monarch_cy._actor import heartbeat
+        from monarch_cy._actor.supervision import RestartPolicy
+        if restart is not None and not isinstance(restart, RestartPolicy):
+            raise TypeError(f"restart must be a RestartPolicy or None, not {restart!r}")
+        if heartbeat_timeout is None:
+            heartbeat_timeout = heartbeat.default_timeout()
+        elif isinstance(heartbeat_timeout, bool) or \
+                not isinstance(heartbeat_timeout, (int, float)) or heartbeat_timeout < 0:
+            raise ValueError(f"heartbeat_timeout must be a number of seconds >= 0 or "
+                             f"None, not {heartbeat_timeout!r}")
         per_host = dict(per_host or {})
         for k, v in per_host.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -267,7 +408,7 @@ class HostMesh(MeshTrait):
         node = get_node()
         mid = _ctl.next_id()
         procs = []
-        st = _State(mid, procs)
+        st = _State(mid, procs, str(name), restart)
         _ctl.STATES.append(st)
         base_env = dict(os.environ)
         base_env.update(env or {})
@@ -285,21 +426,31 @@ class HostMesh(MeshTrait):
             if remote is not None:    # the host's agent merges env into its own
                 host = remote[r // per]
                 key, daddr = host.proc_addrs()
-                handle = host.start_proc(node, dict(cfg, addr=key, daddr=daddr,
-                                                    proc_rank=r), {**(env or {}), **extra})
+                starter = (lambda host=host, c=dict(cfg, addr=key, daddr=daddr, proc_rank=r),
+                           e={**(env or {}), **extra}: host.start_proc(node, c, e))
             else:
                 key = _ctl.alloc_addr(node, f"p{mid}.{r}")
                 daddr = _ctl.alloc_addr(node, f"p{mid}.{r}d")
-                handle = start_proc(node, dict(cfg, addr=key, daddr=daddr, proc_rank=r),
-                                    {**base_env, **extra})
-            p = _Proc(r, key, handle, st)
+                starter = (lambda c=dict(cfg, addr=key, daddr=daddr, proc_rank=r),
+                           e={**base_env, **extra}: start_proc(node, c, e))
+            p = _Proc(r, key, starter(), st, starter, daddr)
             procs.append(p)
             _ctl.LIVE_PROCS[key] = p
-            handle._on_exit = lambda code, p=p: _on_exit(node, p, code)
+            p.popen._on_exit = lambda code, p=p: _on_exit(node, p, code)
+        heartbeat.start(node, st, heartbeat_timeout, lambda p, cause: _silent(node, p, cause))
         return ProcMesh(procs, Shape.dense(labels, sizes), st)
 
     def __repr__(self):
         return f"<HostMesh {self.sizes!r}>"
+
+
+def _owner(node) -> tuple:
+    """Who owns a mesh spawned now: the calling actor, or the client."""
+    from monarch_cy._actor.actor import context
+    inst = context().actor_instance
+    if inst.addr:
+        return ("actor", inst.addr)
+    return ("client", getattr(node, "controller_addr", None) or node.addr)
 
 
 def this_host() -> HostMesh:

@@ -13,6 +13,7 @@ from monarch_cy._actor.future import Future
 from monarch_cy._actor.ports import Channel, Port, PortReceiver
 from monarch_cy._actor.proc_mesh import HostMesh, ProcMesh, this_host, this_proc
 from monarch_cy._actor.shape import Extent, Point
+from monarch_cy._actor.supervision import MeshFailure, RestartPolicy, unhandled_fault_hook
 from monarch_cy._actor.value_mesh import ValueMesh
 
 __all__ = [
@@ -26,12 +27,14 @@ __all__ = [
     "Extent",
     "Future",
     "HostMesh",
+    "MeshFailure",
     "MeshIndexError",
     "MeshStoppedError",
     "Point",
     "Port",
     "PortReceiver",
     "ProcMesh",
+    "RestartPolicy",
     "SupervisionError",
     "ValueMesh",
     "context",
@@ -40,4 +43,5 @@ __all__ = [
     "endpoint",
     "this_host",
     "this_proc",
+    "unhandled_fault_hook",
 ]

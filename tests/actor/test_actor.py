@@ -45,10 +45,12 @@ def test_async_actor_calls_other(procs, echo, name):
 
 
 def test_init_failure_reported_on_call(procs, name):
+    """A failed __init__ fails the actor: calls raise SupervisionError naming it."""
+    from monarch_cy.actor import SupervisionError
     bad = procs.spawn(name, BadInit)
-    with pytest.raises(ActorError, match="init failed on purpose") as ei:
+    with pytest.raises(SupervisionError, match="init failed on purpose") as ei:
         bad.ping.call(1).get(10)
-    assert ei.value.endpoint == "__init__"
+    assert ei.value.actor == name and "__init__ raised RuntimeError" in ei.value.cause
 
 
 def test_spawn_validation(procs, echo):

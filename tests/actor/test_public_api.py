@@ -8,6 +8,7 @@ EXPECTED = {
     "Extent", "Future", "HostMesh", "MeshIndexError", "MeshStoppedError", "Point", "Port",
     "PortReceiver", "ProcMesh", "SupervisionError", "ValueMesh", "context",
     "current_rank", "current_size", "endpoint", "this_host", "this_proc",
+    "MeshFailure", "RestartPolicy", "unhandled_fault_hook",
 }
 
 

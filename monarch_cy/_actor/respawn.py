@@ -1,0 +1,245 @@
+"""Recovery in place: ``ProcMesh.respawn(ranks)`` and restart policies.
+
+The unit of recovery is a *rank* (one proc and every actor on it).  A rank is
+*failed* once its proc died or missed its heartbeats, or once an actor on it failed
+(its ``__init__`` or a ``broadcast`` endpoint raised...); a rank whose proc is
+still running (a failed actor, a silent proc being killed) is SIGKILLed first.
+Then, for each rank, in the background:
+
+1. the new proc starts with the *same* key and addresses, rank, ``cfg`` and per-rank
+   environment (``MONARCH_CY_RANK``, ``CUDA_VISIBLE_DEVICES``, ``env=...``);
+2. the controller and every other live proc are told it is alive again (calls on
+   it are no longer refused);
+3. every actor mesh that had an actor on that rank is spawned there again, in the
+   original spawn order, with the same name, address, rank, class and constructor
+   arguments (kept by the controller), so ``__init__`` runs again; actor mesh
+   references anyone holds (the controller's, pickled copies inside actors) keep
+   working and now reach the new actors;
+4. the Future resolves to the list of global ranks restarted once every re-spawned
+   actor finished ``__init__`` (an ``__init__`` that raises fails the Future with
+   ``SupervisionError``; a rank with no actors is ready when it answers a heartbeat).
+
+Healthy ranks are untouched and keep serving throughout.  Actor meshes spawned by
+actors of the failed rank (children on ``this_proc()``) are not re-created by the
+runtime: their owner's re-run ``__init__`` may spawn them again.
+
+Calls in flight at the moment of failure
+----------------------------------------
+* A call pending on the failed rank when the failure is detected raises
+  ``SupervisionError`` (actor, rank, cause).  It may or may not have run on the old
+  incarnation; it is *never* delivered to the new one: the sockets to a failed
+  proc's addresses are closed at detection, discarding what was queued, and port ids
+  are random per incarnation, so late replies meant for the old one are dropped.
+* Calls made after detection and before ``respawn`` starts raise at once.
+* Calls made after ``respawn()`` returned (even before its Future resolves) are
+  queued for the new incarnation and run after its ``__init__``.
+* A mesh-wide ``call`` in flight fails as a whole with ``SupervisionError``; the
+  survivors' parts of it ran (or run) to completion, their results are dropped.
+
+Bad input: respawning a mesh stopped on purpose raises ``MeshStoppedError``;
+``stop()`` during a respawn fails the respawn's Future with ``MeshStoppedError``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
+from monarch_cy._actor.future import Future
+
+__all__ = ["respawn", "start"]
+
+READY_TIMEOUT_S = 120.0
+
+
+def _failed(node, st, g) -> bool:
+    p = st.procs[g]
+    return (g in st.failed_ranks or not p.alive or p.silent or p.key in node.dead)
+
+
+def respawn(pm, ranks=None) -> Future:
+    """``ProcMesh.respawn``: validate, then restart in the background."""
+    from monarch_cy._actor.node import get_node
+    st = pm._state
+    node = get_node()
+    if st.stopped:
+        raise MeshStoppedError(st.name, None, "cannot respawn a proc mesh that was "
+                               "stopped on purpose; spawn a new one")
+    granks = pm._shape.global_ranks()
+    if any(st.procs[g].popen is None for g in granks):
+        raise ValueError("cannot respawn the controller's own proc (this_proc())")
+    if ranks is None:
+        targets = [g for g in granks if _failed(node, st, g)]
+    else:
+        if isinstance(ranks, int) and not isinstance(ranks, bool):
+            ranks = [ranks]
+        try:
+            ranks = list(ranks)
+        except TypeError:
+            raise TypeError(f"ranks must be a list of ints or None, not {ranks!r}") \
+                from None
+        targets = []
+        for r in ranks:
+            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < len(granks):
+                raise ValueError(f"rank {r!r} is not a rank of this mesh "
+                                 f"(0..{len(granks) - 1})")
+            g = granks[r]
+            if not _failed(node, st, g):
+                raise ValueError(f"rank {r} of proc mesh {st.name!r} is healthy; "
+                                 "respawn restarts failed ranks only")
+            if g not in targets:
+                targets.append(g)
+    from monarch_cy._actor import supervision
+    supervision.note_recovered(st)
+    return start(node, st, targets, 0.0)
+
+
+def start(node, st, targets, delay: float, policy: bool = False) -> Future:
+    """Respawn ``targets`` (global ranks; None: every failed rank at that moment)
+    after ``delay`` seconds, in a background thread.  Thread-safe."""
+    fut = Future._make(None)
+    threading.Thread(target=_run, args=(node, st, targets, delay, policy, fut),
+                     daemon=True, name="monarch_cy-respawn").start()
+    return fut
+
+
+def _run(node, st, targets, delay, policy, fut) -> None:
+    try:
+        if delay > 0:
+            end = time.monotonic() + delay
+            while time.monotonic() < end and not st.stopped:
+                time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+        with st.respawn_lock:
+            if targets is None:
+                targets = sorted(g for g in range(len(st.procs)) if _failed(node, st, g))
+            elif policy:
+                targets = [g for g in targets if _failed(node, st, g)]
+            waits = []
+            for g in targets:
+                waits += _restart_rank(node, st, g)
+            _wait_ready(node, st, waits)
+            for g in targets:
+                st.failed_ranks.discard(g)
+        fut._set_result(list(targets))
+    except BaseException as e:  # noqa: BLE001 - delivered through the Future
+        if policy and not st.stopped:
+            import sys
+            sys.stderr.write(f"monarch_cy: restart policy of proc mesh {st.name!r} "
+                             f"failed: {e}\n")
+        fut._set_exception(e)
+
+
+def _in_pump(node, fn) -> None:
+    done = threading.Event()
+    box = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001
+            box.append(e)
+        finally:
+            done.set()
+    node.call_in_pump(run)
+    if not done.wait(30):
+        raise TimeoutError("the controller's I/O thread did not answer within 30 s")
+    if box:
+        raise box[0]
+
+
+def _check_stopped(st) -> None:
+    if st.stopped:
+        raise MeshStoppedError(st.name, None, "proc mesh stopped during respawn")
+
+
+def _restart_rank(node, st, g) -> list:
+    """Replace the proc at global rank ``g``; returns ``(rank, future)`` to wait on."""
+    from monarch_cy._actor import controller as ctl
+    from monarch_cy._actor import proc_mesh as pmod
+    from monarch_cy._actor.node import SPAWN, pack
+    from monarch_cy._actor.ports import OneCollector
+    from monarch_cy._actor.supervision import REVIVE
+    old = st.procs[g]
+    _check_stopped(st)
+    if old.popen is not None and old.alive and not old.done.is_set():
+        old.replaced = not old.reported      # alive: its exit is ours, not a failure
+        if old.replaced:                      # (a failed actor on a live proc)
+            _in_pump(node, lambda: _mark_down(node, st, old))
+        try:
+            old.popen.kill()
+        except OSError:
+            pass
+    if not old.done.wait(10):
+        raise SupervisionError(st.name, g, "the failed proc did not exit within 10 s "
+                               "of SIGKILL; cannot respawn it")
+    _check_stopped(st)
+    handle = old.starter()
+    new = pmod._Proc(g, old.key, handle, st, old.starter, old.daddr)
+    handle._on_exit = lambda code, p=new: pmod._on_exit(node, p, code)
+
+    def revive():
+        st.procs[g] = new
+        ctl.LIVE_PROCS[new.key] = new
+        node.revive(new.key)
+        msg = pack((REVIVE, new.key))
+        for other in list(ctl.LIVE_PROCS.values()):
+            if other is not new and other.popen is not None:
+                node.send(other.key, [msg])
+    _in_pump(node, revive)
+    waits = []
+    for rec in st.meshes:
+        ent = rec.where.get(g)
+        if ent is None:
+            continue
+        addr, i = ent
+        try:
+            data, extras = node.encode((rec.cls, rec.args, rec.kwargs), [new.key])
+        except TypeError as e:
+            raise TypeError(f"arguments of {rec.name} cannot be sent again: {e}") from None
+        hdr = (SPAWN, rec.name, addr, i, rec.labels, rec.sizes, g, rec.main_path,
+               rec.owner)
+        node.send(new.key, [pack(hdr, data), *extras])
+        f = Future._make(node)
+        port = node.register_port(OneCollector(f, new.key, rec.name, i))
+        h = __import__("pickle").dumps(("__ready__", node.direct_addr, port, 0, node.key), 5)
+        node.send(addr, [len(h).to_bytes(2, "little") + h])
+        waits.append((g, f))
+    if not waits:
+        from monarch_cy._actor import heartbeat
+        heartbeat.ping(node, new)
+        waits.append((g, new))
+    return waits
+
+
+def _mark_down(node, st, old) -> None:
+    """A live proc being replaced: its pending calls end now (SupervisionError)."""
+    from monarch_cy._actor import proc_mesh as pmod
+    cause = "proc replaced by respawn (an actor on it had failed)"
+    addrs = pmod._addrs_on(st, old.rank, old)
+    node.proc_failed(old.key, cause, addrs)
+    pmod._broadcast_dead(node, old, cause, addrs)
+
+
+def _wait_ready(node, st, waits) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    for g, w in waits:
+        while True:
+            _check_stopped(st)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SupervisionError(st.name, g, f"respawned proc not ready within "
+                                       f"{READY_TIMEOUT_S:g} s")
+            if isinstance(w, Future):
+                try:
+                    w.get(min(0.2, left))
+                    break
+                except TimeoutError:
+                    continue
+            else:
+                if w.up.wait(min(0.2, left)):
+                    break
+                if not w.alive:
+                    raise SupervisionError(st.name, g, "respawned proc exited at start")
+                from monarch_cy._actor import heartbeat
+                heartbeat.ping(node, w)
