@@ -1,0 +1,10 @@
+"""Beyond one machine: host agents, remote procs, and scheduler job types.
+
+* :mod:`.secret` -- where the job secret comes from (a file or the environment).
+* :mod:`.protocol` -- the controller <-> agent messages, heartbeats, socket monitors.
+* :mod:`.agent` -- the host agent (``python -m monarch_cy._hosts.agent``).
+* :mod:`.link` -- the controller's side: one thread talking to every agent.
+* :mod:`.attach` -- ``attach_to_workers`` and the remote hosts behind a ``HostMesh``.
+* :mod:`.job`, :mod:`.slurm`, :mod:`.kubernetes` -- job types (``monarch_cy.job``).
+* :mod:`.netns` -- fake hosts as network namespaces (tests and benchmarks).
+"""

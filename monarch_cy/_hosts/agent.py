@@ -1,0 +1,383 @@
+"""The host agent: starts and supervises procs on one machine for a remote controller.
+
+Run one per host (``python -m monarch_cy._hosts.agent``, or the console command)::
+
+    MONARCH_CY_JOB_SECRET_FILE=~/.mcy/job.secret \\
+        python -m monarch_cy._hosts.agent --listen tcp://0.0.0.0:26600
+    python -m monarch_cy._hosts.agent --connect tcp://controller:26600 --once
+
+* ``--listen ADDR``: wait for controllers (``attach_to_workers``) to connect;
+* ``--connect ADDR``: dial the controller (SLURM, Kubernetes); exits if the
+  controller does not answer within ``--connect-timeout`` or refuses the handshake.
+
+The job secret comes from ``--secret-file`` / ``MONARCH_CY_JOB_SECRET_FILE`` /
+``MONARCH_CY_JOB_SECRET`` (:mod:`.secret`), never the command line; it is removed
+from the environment the procs get (they receive it through their stdin pipe, as
+local procs do).  Peers without it fail the CURVE handshake and are logged; nothing
+they send is read.
+
+Procs are forked by a zygote (:mod:`monarch_cy._actor.launcher`) owned by the agent;
+each proc watches the agent's pid and exits when the agent dies.  The agent reports
+every start and exit to the controller that asked, and kills that controller's procs
+when it says goodbye or is lost (no message for the heartbeat timeout, see
+:mod:`.protocol`).  ``--once``: exit after the first controller is gone.  SIGTERM /
+SIGINT: kill every proc, then exit.
+
+Procs bind ports from ``--ports A-B`` (default 26601-27600) on the advertised address
+(``--advertise``, else the address the controller reached / the route to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+from monarch_cy._hosts import protocol as P
+from monarch_cy._hosts.secret import ENV, ENV_FILE, load_secret
+
+__all__ = ["Agent", "main"]
+
+log = P.log
+
+
+class _Ctl:
+    """One controller the agent serves."""
+
+    def __init__(self, ident: bytes, timeout: float) -> None:
+        self.ident = ident
+        self.timeout = timeout
+        self.last = time.monotonic()
+        self.procs = set()
+
+
+class Agent:
+    """See the module docstring.  ``run()`` returns the exit status."""
+
+    def __init__(self, secret: bytes, *, listen: str | None = None,
+                 connect: str | None = None, ports=P.DEFAULT_PROC_PORTS,
+                 advertise: str | None = None, rank: int | None = None,
+                 once: bool = False, connect_timeout: float = 60.0) -> None:
+        import zmq
+        from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
+        if (listen is None) == (connect is None):
+            raise ValueError("give exactly one of --listen and --connect")
+        self.keys = JobKeys(secret)
+        self.zmq = zmq
+        self.listen, self.connect = listen, connect
+        self.ports = ports
+        self.advertise = advertise
+        self.rank = rank
+        self.once = once
+        self.connect_timeout = connect_timeout
+        self.ctx = zmq.Context()
+        self.zap = self.ctx.socket(zmq.REP)
+        self.zap.bind(ZAP_ENDPOINT)
+        if listen:
+            P.parse_tcp(listen, "--listen address")
+            self.sock = self.ctx.socket(zmq.ROUTER)
+            self.keys.server(self.sock)
+            self.mon = P.Monitor(self.sock, listen, server=True)
+            self.sock.bind(listen)
+        else:
+            host, _ = P.parse_tcp(connect, "--connect address")
+            self.sock = self.ctx.socket(zmq.DEALER)
+            self.sock.setsockopt(zmq.IMMEDIATE, 1)
+            self.keys.client(self.sock)
+            self.mon = P.Monitor(self.sock, connect)
+            self.sock.connect(connect)
+            self._peer_host = host
+        self.sock.linger = 1000
+        self.ctls = {}           # ident -> _Ctl
+        self.handles = {}        # proc key -> (ident, ProcHandle)
+        self.kill_when_started = set()
+        self.unreported = {}     # proc key -> handle whose start is not yet reported
+        self.zygote = None
+        self.rundir = tempfile.mkdtemp(prefix="mcy-agent-")
+        self.served = 0
+        self.t0 = time.monotonic()
+
+    # -- helpers -------------------------------------------------------------
+    def _send(self, ident: bytes, msg: tuple) -> None:
+        try:
+            if self.listen:
+                self.sock.send_multipart([ident, P.dumps(msg)], self.zmq.NOBLOCK)
+            else:
+                self.sock.send(P.dumps(msg), self.zmq.NOBLOCK)
+        except self.zmq.Again:
+            pass
+
+    def _info(self, ip_hint: str | None) -> dict:
+        ip = self.advertise or ip_hint
+        if ip is None and self.connect:
+            ip = P.local_ip_towards(self._peer_host)
+        if ip is None:
+            ip = socket.gethostbyname(socket.gethostname())
+        return {"hostname": socket.gethostname(), "ip": ip, "pid": os.getpid(),
+                "rank": self.rank, "ports": _free_ports(ip, self.ports),
+                "python": sys.executable}
+
+    def _zygote(self):
+        if self.zygote is None:
+            from monarch_cy._actor.launcher import _Zygote
+            self.zygote = _Zygote()
+            self.poller.register(self.zygote.status_fd, self.zmq.POLLIN)
+        return self.zygote
+
+    # -- messages ------------------------------------------------------------
+    def _handle(self, ident: bytes, msg: tuple) -> None:
+        kind = msg[0]
+        ctl = self.ctls.get(ident)
+        if kind == P.HELLO:
+            if ctl is None:
+                ctl = self.ctls[ident] = _Ctl(ident, float(msg[1].get("timeout", 10)))
+                self.served += 1
+                log.info("controller connected (heartbeat timeout %.1f s)", ctl.timeout)
+            self._send(ident, (P.HELLO, self._info(msg[1].get("ip"))))
+            return
+        if ctl is None:
+            return                     # a controller we already counted lost
+        ctl.last = time.monotonic()
+        if kind == P.SPAWN:
+            _, key, cfg, env = msg
+            self._spawn(ctl, key, cfg, env)
+        elif kind == P.KILL:
+            self._kill(msg[1])
+        elif kind == P.BYE:
+            self._drop(ctl, "said goodbye")
+
+    def _spawn(self, ctl: _Ctl, key: str, cfg: dict, env: dict) -> None:
+        full = {k: v for k, v in os.environ.items() if k not in (ENV, ENV_FILE)}
+        full.update(env)
+        cfg = dict(cfg, controller_pid=os.getpid(), rundir=self.rundir)
+        try:
+            h = self._zygote().fork(cfg, full)
+        except Exception as e:       # zygote gone or broken pipe
+            self.zygote = None
+            self._send(ctl.ident, (P.ERROR, key, f"cannot start a proc: {e}"))
+            return
+        ctl.procs.add(key)
+        self.handles[key] = (ctl.ident, h)
+        self.unreported[key] = h
+        h._on_exit = lambda code, key=key: self._exited(key, code)
+
+    def _exited(self, key: str, code: int) -> None:
+        ent = self.handles.pop(key, None)
+        self.unreported.pop(key, None)
+        self.kill_when_started.discard(key)
+        if ent is None:
+            return
+        ctl = self.ctls.get(ent[0])
+        if ctl is not None:
+            ctl.procs.discard(key)
+            self._send(ctl.ident, (P.EXIT, key, code))
+
+    def _kill(self, key: str) -> None:
+        ent = self.handles.get(key)
+        if ent is None:
+            return
+        pid = ent[1].pid
+        if pid is None:
+            self.kill_when_started.add(key)
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _drop(self, ctl: _Ctl, why: str) -> None:
+        self.ctls.pop(ctl.ident, None)
+        n = len(ctl.procs)
+        for key in list(ctl.procs):
+            self._kill(key)
+        log.warning("controller %s; killed its %d proc(s)", why, n)
+
+    def _zygote_readable(self) -> None:
+        z = self.zygote
+        if not z._readable(z.status_fd):
+            self.poller.unregister(z.status_fd)
+            os.close(z.status_fd)
+            self.zygote = None
+        for key, h in list(self.unreported.items()):
+            if h.pid is not None:
+                del self.unreported[key]
+                ent = self.handles.get(key)
+                if ent is not None:
+                    self._send(ent[0], (P.STARTED, key, h.pid))
+                if key in self.kill_when_started:
+                    self._kill(key)
+
+    # -- loop ----------------------------------------------------------------
+    def run(self) -> int:
+        zmq = self.zmq
+        self.poller = zmq.Poller()
+        self.poller.register(self.sock, zmq.POLLIN)
+        self.poller.register(self.zap, zmq.POLLIN)
+        self.poller.register(self.mon.sock, zmq.POLLIN)
+        if self.connect:
+            log.info("agent dialing the controller at %s", self.connect)
+            self._send(b"", (P.HELLO, self._info(None)))
+        else:
+            log.info("agent listening on %s", self.listen)
+        last_hb = 0.0
+        while True:
+            timeouts = [c.timeout for c in self.ctls.values()] or [10.0]
+            hb = min(timeouts) / 5
+            for s, _ in self.poller.poll(int(hb * 1000)):
+                if s is self.sock:
+                    self._drain()
+                elif s is self.zap:
+                    P.serve_zap(self.keys, self.zap)
+                elif s is self.mon.sock:
+                    for ev in self.mon.drain():
+                        if ev == "refused" and self.connect:
+                            log.error("the controller at %s refused the handshake: this "
+                                      "agent's job secret is not the controller's",
+                                      self.connect)
+                            return 2
+                        if ev == "down" and self.connect and self.ctls:
+                            self._drop(self.ctls[b""], "disconnected")
+                elif self.zygote is not None and s == self.zygote.status_fd:
+                    self._zygote_readable()
+            now = time.monotonic()
+            if now - last_hb >= hb:
+                last_hb = now
+                for c in list(self.ctls.values()):
+                    self._send(c.ident, (P.HB,))
+                    if now - c.last > c.timeout:
+                        self._drop(c, f"lost (no message for {c.timeout:.1f} s)")
+            if self.connect and not self.served and now - self.t0 > self.connect_timeout:
+                log.error("the controller at %s did not answer within %.0f s%s",
+                          self.connect, self.connect_timeout,
+                          "" if self.mon.connected else " (no TCP connection)")
+                return 3
+            if self.once and self.served and not self.ctls and not self.handles:
+                return 0
+
+    def _drain(self) -> None:
+        zmq = self.zmq
+        while True:
+            try:
+                frames = self.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            ident = frames[0] if self.listen else b""
+            try:
+                msg = P.loads(frames[-1])
+            except Exception as e:   # authenticated but malformed: a bug, not an attack
+                log.error("bad message from the controller: %s", e)
+                continue
+            self._handle(ident, msg)
+
+    def close(self) -> None:
+        """Kill every proc, stop the zygote, close sockets; idempotent."""
+        for key in list(self.handles):
+            self._kill(key)
+        deadline = time.monotonic() + 3
+        while self.handles and self.zygote is not None and time.monotonic() < deadline:
+            if self.poller.poll(100):
+                self._zygote_readable()
+        for c in list(self.ctls.values()):
+            self._send(c.ident, (P.BYE,))
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+        self.mon.close()
+        for s in (self.sock, self.zap):
+            s.close(linger=200)
+        self.ctx.term()
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+
+def _free_ports(ip: str, ports) -> list[int]:
+    """The ports of ``ports`` (inclusive range) that can be bound on ``ip`` now."""
+    lo, hi = ports
+    out = []
+    for p in range(lo, hi + 1):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((ip, p))
+            except OSError:
+                continue
+        out.append(p)
+    return out
+
+
+def _parse_ports(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text)
+    if not m or not 0 < int(m[1]) <= int(m[2]) < 65536:
+        raise argparse.ArgumentTypeError(f"--ports {text!r} must look like 26601-27600")
+    return int(m[1]), int(m[2])
+
+
+def _default_rank():
+    for var in ("MONARCH_CY_AGENT_RANK", "SLURM_NODEID"):
+        v = os.environ.get(var, "")
+        if v.isdigit():
+            return int(v)
+    return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="monarch-cy-agent",
+        description="Run a monarch_cy host agent: starts procs on this machine for a "
+                    "remote controller.  The job secret comes from --secret-file, "
+                    f"${ENV_FILE} or ${ENV} (never the command line).")
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--listen", metavar="tcp://HOST:PORT",
+                      help="wait for controllers on this address")
+    mode.add_argument("--connect", metavar="tcp://HOST:PORT",
+                      help="dial the controller at this address")
+    ap.add_argument("--secret-file", metavar="PATH", help="file holding the job secret "
+                    "(64 hex digits, mode 0600)")
+    ap.add_argument("--ports", type=_parse_ports, default=P.DEFAULT_PROC_PORTS,
+                    metavar="A-B", help="ports the procs bind (default 26601-27600)")
+    ap.add_argument("--advertise", metavar="IP", help="address procs bind and peers "
+                    "reach (default: the one the controller reached / routes to)")
+    ap.add_argument("--rank", type=int, default=_default_rank(),
+                    help="this host's rank in the mesh (default $MONARCH_CY_AGENT_RANK "
+                    "or $SLURM_NODEID)")
+    ap.add_argument("--once", action="store_true",
+                    help="exit when the first controller is gone")
+    ap.add_argument("--connect-timeout", type=float, default=60.0, metavar="S",
+                    help="with --connect: give up after S seconds without an answer")
+    ap.add_argument("--log-level", default="INFO")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), stream=sys.stderr,
+                        format=f"[agent {socket.gethostname()}] %(levelname)s %(message)s")
+    try:
+        secret = load_secret(a.secret_file)
+        agent = Agent(secret, listen=a.listen, connect=a.connect, ports=a.ports,
+                      advertise=a.advertise, rank=a.rank, once=a.once,
+                      connect_timeout=a.connect_timeout)
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
+
+    def on_signal(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    code = 1
+    try:
+        code = agent.run()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+        log.info("signalled; stopping")
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        agent.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

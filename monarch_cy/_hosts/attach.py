@@ -1,0 +1,206 @@
+"""``attach_to_workers`` and the remote hosts behind a ``HostMesh``.
+
+``attach_to_workers(workers=["tcp://node0:26600", ...])`` returns at once a
+``HostMesh`` with one dimension, ``hosts``, whose agents (see :mod:`.agent`) are
+being connected in parallel; ``hm.initialized`` is a Future resolving to True when
+all answered (or raising the first failure).  ``hm.spawn_procs(per_host=...)``
+waits for the hosts it needs, then asks every agent at once to start its procs and
+returns a ``ProcMesh`` whose first dimension is ``hosts``.
+
+The controller's own actor runtime must be reachable from those hosts: the first
+use of remote hosts starts it on TCP, bound to this machine's address on the route
+to the first worker (override with ``MONARCH_CY_HOST``), with the job secret the
+agents hold (``secret=`` or, by default, :func:`.secret.load_secret`).  If the
+runtime already started on local-only addresses (``ipc://``, loopback), remote
+hosts cannot reach it and a ``RuntimeError`` says so.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import threading
+
+from monarch_cy._hosts import protocol as P
+from monarch_cy._hosts.errors import HostUnreachableError
+
+__all__ = ["attach_to_workers", "HostSet", "ensure_controller_node", "get_hub",
+           "attach_timeout"]
+
+_hub = None
+_hub_lock = threading.Lock()
+
+
+def attach_timeout() -> float:
+    v = os.environ.get("MONARCH_CY_ATTACH_TIMEOUT", "30")
+    try:
+        t = float(v)
+    except ValueError:
+        t = -1.0
+    if not t > 0:
+        raise ValueError(f"MONARCH_CY_ATTACH_TIMEOUT={v!r} must be a positive number of "
+                         "seconds")
+    return t
+
+
+class HostSet:
+    """The remote hosts of a host mesh, by global host rank."""
+
+    def __init__(self, hosts: list) -> None:
+        self.hosts = hosts
+
+    def resolve(self, ranks) -> list:
+        """The hosts at ``ranks``, once up; raises the failure of one that is not."""
+        out = []
+        for r in ranks:
+            h = self.hosts[r]
+            import time
+            h.ready.wait(max(0.0, h.deadline - time.monotonic()) + 5.0)
+            if h.state != "up":
+                raise h.error or HostUnreachableError(f"{h.name} is not up ({h.state})")
+            out.append(h)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+
+def _shutdown() -> None:
+    # Registered before the controller's node exists, so it runs after the node's
+    # own shutdown; stop_all again in case the node was made elsewhere (idempotent).
+    global _hub
+    hub = _hub
+    if hub is None:
+        return
+    try:
+        from monarch_cy._actor.node import current_node
+        if current_node() is not None:
+            from monarch_cy._actor.proc_mesh import stop_all
+            stop_all(grace=2.0)
+    except Exception:
+        pass
+    hub.close()
+    _hub = None
+    for fn in reversed(_finalizers):
+        try:
+            fn()
+        except Exception:
+            pass
+
+
+_finalizers = []
+_registered = False
+
+
+def at_shutdown(fn) -> None:
+    """Run ``fn()`` after the hub said goodbye to every agent (at exit)."""
+    _finalizers.append(fn)
+
+
+def ensure_controller_node(toward: str | None, secret: bytes | None,
+                           host: str | None = None):
+    """The controller's node, started on TCP at ``host`` (default
+    ``$MONARCH_CY_HOST``, else this machine's address on the route to ``toward``)."""
+    global _registered
+    # Import asyncio before the runtime's threads start: Future.get() reads it from
+    # sys.modules and must never see it half-imported by another thread.
+    import asyncio  # noqa: F401
+    from monarch_cy._actor import controller
+    from monarch_cy._actor import node as N
+    with N._node_lock:
+        if not _registered:
+            _registered = True
+            atexit.register(_shutdown)
+        if N._node is None:
+            host = host or os.environ.get("MONARCH_CY_HOST") or (
+                P.local_ip_towards(toward) if toward else socket.gethostbyname(
+                    socket.gethostname()))
+            N._node = controller.make_controller_node(host=host, secret=secret)
+        node = N._node
+    if not node.addr.startswith("tcp://") or node.addr.startswith("tcp://127."):
+        raise RuntimeError(
+            f"this controller's actor runtime already runs on local-only addresses "
+            f"({node.addr}), which other hosts cannot reach; use remote hosts before "
+            "anything else starts the runtime, or set MONARCH_CY_HOST to this "
+            "machine's address first")
+    if secret is not None and node.keys.secret != secret:
+        raise ValueError("this controller's actor runtime already runs with another "
+                         "job secret than the one given for the agents")
+    return node
+
+
+def get_hub(node):
+    global _hub
+    with _hub_lock:
+        if _hub is None:
+            from monarch_cy._hosts.link import Hub
+            _hub = Hub(node)
+        return _hub
+
+
+def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=None,
+                      secret: bytes | None = None, timeout: float | None = None):
+    """A ``HostMesh`` (dimension ``hosts``) over agents listening at ``workers``.
+
+    ``workers``: ``tcp://host:port`` strings (or futures of them), one per host.
+    ``secret``: the job secret the agents hold (default: from
+    ``MONARCH_CY_JOB_SECRET_FILE`` / ``MONARCH_CY_JOB_SECRET``).  ``timeout``:
+    seconds each agent has to answer (default ``MONARCH_CY_ATTACH_TIMEOUT`` or 30).
+    ``ca``/``private_key`` are Monarch's TLS arguments; monarch_cy authenticates with
+    the job secret instead, so only their defaults are accepted.  Returns at once;
+    ``.initialized`` is a Future of True (or the first host's failure).
+    """
+    from monarch_cy._actor.future import Future
+    from monarch_cy._actor.proc_mesh import HostMesh
+    from monarch_cy._actor.shape import Shape
+    from monarch_cy._hosts.secret import load_secret
+    if ca not in (None, "trust_all_connections") or private_key is not None:
+        raise ValueError("monarch_cy authenticates hosts with the job secret "
+                         "(secret=, MONARCH_CY_JOB_SECRET_FILE); ca and private_key are "
+                         f"not supported (got ca={ca!r})")
+    if isinstance(workers, (str, bytes)) or not hasattr(workers, "__iter__"):
+        raise TypeError(f"workers must be a list of 'tcp://host:port' strings, not "
+                        f"{workers!r}")
+    addrs = []
+    for w in workers:
+        if isinstance(w, Future):
+            w = w.get()
+        P.parse_tcp(w, "worker address")
+        addrs.append(w)
+    if not addrs:
+        raise ValueError("workers is empty; give at least one 'tcp://host:port'")
+    dup = sorted({a for a in addrs if addrs.count(a) > 1})
+    if dup:
+        raise ValueError(f"workers lists {dup!r} more than once")
+    if timeout is None:
+        timeout = attach_timeout()
+    elif not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if secret is None:
+        secret = load_secret()
+    node = ensure_controller_node(P.parse_tcp(addrs[0])[0], secret)
+    hub = get_hub(node)
+    hosts = [hub.connect(a, timeout) for a in addrs]
+    return host_mesh(hosts)
+
+
+def host_mesh(hosts: list):
+    """A ``HostMesh`` over ``hosts`` with ``.initialized``."""
+    from monarch_cy._actor.future import Future
+    from monarch_cy._actor.proc_mesh import HostMesh
+    from monarch_cy._actor.shape import Shape
+    hs = HostSet(list(hosts))
+    hm = HostMesh(Shape.dense(("hosts",), (len(hosts),)), hs)
+    fut = Future._make(None)
+
+    def watch():
+        try:
+            hs.resolve(range(len(hosts)))
+        except Exception as e:
+            fut._set_exception(e)
+        else:
+            fut._set_result(True)
+    threading.Thread(target=watch, daemon=True, name="monarch_cy-attach").start()
+    hm.initialized = fut
+    return hm

@@ -1,0 +1,464 @@
+"""The controller's side of the agents: one thread (the hub) talks to every host.
+
+:class:`Hub` owns a private zmq context (with its own ZAP handler), one DEALER per
+listening agent (``attach_to_workers``) and at most one ROUTER that dialing agents
+connect to (:meth:`Hub.listen`, used by SLURM and Kubernetes jobs).  Other threads
+never touch its sockets: they queue callables (:meth:`Hub.command`).
+
+:class:`RemoteHost` is one agent: its state (``connecting`` -> ``up`` -> ``lost``,
+or ``failed`` when it never came up), what it told us (hostname, address, free
+ports), and its live procs.  Procs started through it get a
+:class:`RemoteProcHandle` (the launcher's :class:`ProcHandle` interface): their
+exits come from the agent's EXIT reports, and when the host is lost every one of
+them fails at once with the cause (``node.proc_failed``) in the node's pump -- the
+same path as a local proc's death, so pending calls fail and supervision sees it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import deque
+
+from monarch_cy._actor.launcher import ProcHandle
+from monarch_cy._hosts import protocol as P
+from monarch_cy._hosts.errors import (HostLostError, HostRefusedError,
+                                      HostUnreachableError)
+
+__all__ = ["Hub", "RemoteHost", "RemoteProcHandle", "DialIn"]
+
+
+class RemoteProcHandle(ProcHandle):
+    """A proc started by an agent: ``kill()`` asks the agent; exits come from it."""
+
+    def __init__(self, host: "RemoteHost", key: str) -> None:
+        super().__init__()
+        self.host, self.key = host, key
+
+    def kill(self) -> None:
+        host = self.host
+        if self.returncode is None and host.state == "up":
+            host.hub.command(lambda: host.hub.send(host, (P.KILL, self.key)))
+
+    def _finish(self, node, code: int, cause: str | None, tries: int = 0) -> None:
+        # In the node's pump.  spawn_procs sets _on_exit right after start_proc
+        # returns; a death reported before that waits for it (briefly).
+        if self.returncode is not None:
+            return
+        if cause is not None:
+            node.proc_failed(self.key, cause)
+        if self._on_exit is None and tries < 200:
+            node.add_timer(0.01, lambda: self._finish(node, code, None, tries + 1))
+            return
+        self._started.set()
+        self._exit(code)
+
+
+class RemoteHost:
+    """One agent seen from the controller (see the module docstring)."""
+
+    def __init__(self, hub: "Hub", endpoint: str, deadline: float) -> None:
+        self.hub = hub
+        self.endpoint = endpoint
+        self.deadline = deadline
+        self.state = "connecting"
+        self.error = None
+        self.info = None
+        self.ready = threading.Event()
+        self.last = time.monotonic()
+        self.sock = self.mon = self.ident = None
+        self.procs = {}              # key -> RemoteProcHandle
+        self._lock = threading.Lock()
+        self._free = deque()
+        self._owned = {}             # proc key -> [ports]
+
+    @property
+    def name(self) -> str:
+        h = self.info["hostname"] if self.info else None
+        return f"host {h} ({self.endpoint})" if h else f"host {self.endpoint}"
+
+    # -- addresses (called from any thread) -----------------------------------
+    def _alloc(self, owner: str | None) -> str:
+        with self._lock:
+            if not self._free:
+                raise RuntimeError(f"{self.name} has no free port left in its agent's "
+                                   "--ports range; start the agent with a wider range")
+            port = self._free.popleft()
+            addr = f"tcp://{self.info['ip']}:{port}"
+            self._owned.setdefault(owner or addr, []).append(port)
+            return addr
+
+    def proc_addrs(self) -> tuple[str, str]:
+        """``(key, direct address)`` for a new proc on this host; later actor
+        addresses of that proc come from here too (``controller.REMOTE_ALLOC``)."""
+        from monarch_cy._actor import controller
+        key = self._alloc(None)
+        daddr = self._alloc(key)
+        controller.REMOTE_ALLOC[key] = lambda tag: self._alloc(key)
+        return key, daddr
+
+    def start_proc(self, node, cfg: dict, env: dict) -> RemoteProcHandle:
+        """Ask the agent to start a proc (returns at once)."""
+        key = cfg["addr"]
+        h = RemoteProcHandle(self, key)
+        with self._lock:
+            self.procs[key] = h
+            state = self.state
+        if state == "up":
+            self.hub.command(lambda: self.hub.send(self, (P.SPAWN, key, cfg, env)))
+        else:
+            cause = f"{self.name} is not available: {self.error}"
+            self.hub.command(lambda: self._proc_exited(key, -9, cause))
+        return h
+
+    # -- hub thread ----------------------------------------------------------
+    def _proc_exited(self, key: str, code: int, cause: str | None = None) -> None:
+        from monarch_cy._actor import controller
+        with self._lock:
+            h = self.procs.pop(key, None)
+            ports = self._owned.pop(key, [])
+            if self.state == "up":
+                self._free.extend(ports)
+        controller.REMOTE_ALLOC.pop(key, None)
+        if h is not None:
+            node = self.hub.node
+            node.call_in_pump(lambda: h._finish(node, code, cause))
+
+    def _up(self, info: dict) -> None:
+        self.info = info
+        with self._lock:
+            self._free.extend(info.get("ports", ()))
+            self.state = "up"
+        self.ready.set()
+
+    def _down(self, state: str, error: Exception) -> None:
+        """Failed to come up, or lost: every proc on it fails with the cause."""
+        with self._lock:
+            was = self.state
+            self.state, self.error = state, error
+            keys = list(self.procs)
+        self.ready.set()
+        for key in keys:
+            self._proc_exited(key, -9, f"{self.name} lost: {error}" if was == "up"
+                              else str(error))
+
+
+class DialIn:
+    """Agents that dialed this controller's agent port, in arrival order."""
+
+    def __init__(self, hub: "Hub", addr: str) -> None:
+        self.hub, self.addr = hub, addr
+        self.hosts = []
+        self.cond = threading.Condition()
+
+    def wait(self, n: int, timeout: float, abort=None) -> list:
+        """The first ``n`` hosts, ordered by the rank they report (then arrival).
+
+        ``abort()`` is polled; a non-None return (a message) or the timeout raises."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.hosts) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise HostUnreachableError(
+                        f"only {len(self.hosts)} of {n} agents dialed {self.addr} within "
+                        f"{timeout:.0f} s")
+                self.cond.wait(min(left, 0.2))
+                if abort is not None:
+                    msg = abort()
+                    if msg is not None:
+                        raise msg if isinstance(msg, Exception) else RuntimeError(msg)
+            got = list(self.hosts[:n])
+        order = sorted(range(n), key=lambda i: (got[i].info.get("rank") is None,
+                                                got[i].info.get("rank") or 0, i))
+        return [got[i] for i in order]
+
+
+class Hub:
+    """The thread talking to every agent of this controller (module docstring)."""
+
+    def __init__(self, node) -> None:
+        import zmq
+        from monarch_cy._actor.auth import ZAP_ENDPOINT
+        self.zmq = zmq
+        self.node = node
+        self.keys = node.keys
+        self.timeout = P.host_timeout()
+        self.ctx = zmq.Context()
+        self.zap = self.ctx.socket(zmq.REP)
+        self.zap.bind(ZAP_ENDPOINT)
+        self.poller = zmq.Poller()
+        self.poller.register(self.zap, zmq.POLLIN)
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.poller.register(self._wake, zmq.POLLIN)
+        self._cmds = deque()
+        self.hosts = []
+        self.by_sock = {}
+        self.router = None
+        self.dialin = None
+        self.by_ident = {}
+        self._closed = False
+        self.thread = threading.Thread(target=self._loop, name="monarch_cy-hosts",
+                                       daemon=True)
+        self.thread.start()
+
+    # -- any thread ----------------------------------------------------------
+    def command(self, fn) -> None:
+        self._cmds.append(fn)
+        try:
+            os.eventfd_write(self._wake, 1)
+        except OSError:
+            pass
+
+    def call(self, fn, timeout: float = 10.0):
+        """Run ``fn()`` in the hub thread and return its result."""
+        box, done = [], threading.Event()
+
+        def run():
+            try:
+                box.append((True, fn()))
+            except BaseException as e:
+                box.append((False, e))
+            done.set()
+        self.command(run)
+        if not done.wait(timeout):
+            raise TimeoutError("the host link thread did not answer")
+        ok, v = box[0]
+        if not ok:
+            raise v
+        return v
+
+    def connect(self, endpoint: str, timeout: float) -> RemoteHost:
+        """Start connecting to a listening agent; returns its host at once."""
+        host = RemoteHost(self, endpoint, time.monotonic() + timeout)
+        self.command(lambda: self._open(host))
+        return host
+
+    def listen(self, bind: str) -> DialIn:
+        """Bind the port dialing agents connect to (once per controller)."""
+        return self.call(lambda: self._listen(bind))
+
+    # -- hub thread ----------------------------------------------------------
+    def send(self, host: RemoteHost, msg: tuple) -> None:
+        zmq = self.zmq
+        try:
+            if host.ident is not None:
+                self.router.send_multipart([host.ident, P.dumps(msg)], zmq.NOBLOCK)
+            elif host.sock is not None:
+                host.sock.send(P.dumps(msg), zmq.NOBLOCK)
+        except (zmq.Again, zmq.ZMQError):
+            pass
+
+    def _open(self, host: RemoteHost) -> None:
+        zmq = self.zmq
+        self.hosts.append(host)
+        try:
+            peer, _ = P.parse_tcp(host.endpoint, "worker address")
+            ip = P.resolve(peer)
+        except ValueError as e:
+            host._down("failed", HostUnreachableError(f"agent {host.endpoint}: {e}"))
+            return
+        s = self.ctx.socket(zmq.DEALER)
+        s.linger = 0
+        self.keys.client(s)
+        host.sock, host.mon = s, P.Monitor(s, host.endpoint)
+        s.connect(host.endpoint)
+        self.by_sock[s] = host
+        self.by_sock[host.mon.sock] = host
+        self.poller.register(s, zmq.POLLIN)
+        self.poller.register(host.mon.sock, zmq.POLLIN)
+        self.send(host, (P.HELLO, {"ip": ip, "timeout": self.timeout}))
+
+    def _close_sock(self, host: RemoteHost) -> None:
+        for s in (host.sock, host.mon.sock if host.mon else None):
+            if s is not None:
+                self.by_sock.pop(s, None)
+                self.poller.unregister(s)
+                s.close(linger=0)
+        host.sock = host.mon = None
+
+    def _listen(self, bind: str) -> DialIn:
+        zmq = self.zmq
+        if self.router is not None:
+            raise RuntimeError(f"this controller already listens for agents on "
+                               f"{self.dialin.addr}")
+        P.parse_tcp(bind, "agent port address")
+        r = self.ctx.socket(zmq.ROUTER)
+        r.linger = 500
+        self.keys.server(r)
+        self.rmon = P.Monitor(r, bind, server=True)
+        r.bind(bind)
+        self.router = r
+        self.dialin = DialIn(self, r.getsockopt(zmq.LAST_ENDPOINT).decode())
+        self.poller.register(r, zmq.POLLIN)
+        self.poller.register(self.rmon.sock, zmq.POLLIN)
+        return self.dialin
+
+    def _on_msg(self, host: RemoteHost, msg: tuple) -> None:
+        host.last = time.monotonic()
+        kind = msg[0]
+        if kind == P.HELLO:
+            if host.state == "connecting":
+                host._up(msg[1])
+        elif kind == P.STARTED:
+            h = host.procs.get(msg[1])
+            if h is not None:
+                h.pid = msg[2]
+                h._started.set()
+        elif kind == P.EXIT:
+            host._proc_exited(msg[1], msg[2])
+        elif kind == P.ERROR:
+            host._proc_exited(msg[1], -1, f"{host.name}: {msg[2]}")
+        elif kind == P.BYE and host.state == "up":
+            self._lose(host, "its agent stopped")
+
+    def _lose(self, host: RemoteHost, why: str) -> None:
+        if host.state != "up":
+            return
+        P.log.warning("%s lost: %s", host.name, why)
+        if host.sock is not None:
+            self._close_sock(host)
+        host._down("lost", HostLostError(f"{host.name}: {why}"))
+
+    def _router_msg(self, frames) -> None:
+        ident, data = frames[0], frames[-1]
+        try:
+            msg = P.loads(data)
+        except Exception as e:
+            P.log.error("bad message from a dialing agent: %s", e)
+            return
+        host = self.by_ident.get(ident)
+        if host is None:
+            if msg[0] != P.HELLO:
+                return
+            info = msg[1]
+            host = RemoteHost(self, f"tcp://{info['ip']} (dialed in)", 0.0)
+            host.ident = ident
+            self.by_ident[ident] = host
+            self.hosts.append(host)
+            host._up(info)
+            self.send(host, (P.HELLO, {"ip": None, "timeout": self.timeout}))
+            with self.dialin.cond:
+                self.dialin.hosts.append(host)
+                self.dialin.cond.notify_all()
+            return
+        self._on_msg(host, msg)
+
+    def _tick(self, now: float) -> None:
+        for host in list(self.hosts):
+            if host.state == "up":
+                self.send(host, (P.HB,))
+                if now - host.last > self.timeout:
+                    self._lose(host, f"no heartbeat for {self.timeout:.1f} s")
+            elif host.state == "connecting" and now > host.deadline:
+                mon = host.mon
+                seen = ("TCP connected but no answer: is it a monarch_cy agent?"
+                        if mon is not None and mon.connected else
+                        "no TCP connection: wrong address, agent not running, or a "
+                        "firewall")
+                self._close_sock(host)
+                host._down("failed", HostUnreachableError(
+                    f"agent {host.endpoint} did not answer within "
+                    f"{host.deadline - host.last:.1f} s ({seen})"))
+
+    def _loop(self) -> None:
+        zmq = self.zmq
+        hb = self.timeout / 5
+        last = 0.0
+        while not self._closed:
+            try:
+                events = self.poller.poll(int(hb * 1000))
+            except zmq.ZMQError:
+                if self._closed:
+                    return
+                raise
+            for s, _ in events:
+                try:
+                    self._event(s)
+                except Exception:
+                    import traceback
+                    traceback.print_exc()
+            while self._cmds:
+                try:
+                    self._cmds.popleft()()
+                except Exception:
+                    import traceback
+                    traceback.print_exc()
+            now = time.monotonic()
+            if now - last >= hb:
+                last = now
+                self._tick(now)
+
+    def _event(self, s) -> None:
+        zmq = self.zmq
+        if s == self._wake:
+            try:
+                os.eventfd_read(self._wake)
+            except BlockingIOError:
+                pass
+        elif s is self.zap:
+            P.serve_zap(self.keys, self.zap)
+        elif s is self.router:
+            while True:
+                try:
+                    self._router_msg(self.router.recv_multipart(zmq.NOBLOCK))
+                except zmq.Again:
+                    return
+        elif self.router is not None and s is self.rmon.sock:
+            self.rmon.drain()
+        else:
+            host = self.by_sock.get(s)
+            if host is None:
+                return
+            if s is host.sock:
+                while host.sock is not None:
+                    try:
+                        data = host.sock.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        return
+                    self._on_msg(host, P.loads(data))
+            else:
+                for ev in host.mon.drain():
+                    if ev == "refused" and host.state == "connecting":
+                        self._close_sock(host)
+                        host._down("failed", HostRefusedError(
+                            f"agent {host.endpoint} refused the CURVE handshake: it "
+                            "holds a different job secret"))
+                        return
+                    if ev == "down" and host.state == "up":
+                        self._lose(host, "its connection dropped (agent killed or "
+                                   "host down)")
+                        return
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Say goodbye to every agent (they kill this controller's procs) and stop."""
+        if self._closed:
+            return
+
+        def bye():
+            for h in self.hosts:
+                if h.state == "up":
+                    self.send(h, (P.BYE,))
+        try:
+            self.call(bye, timeout)
+        except Exception:
+            pass
+        time.sleep(0.05)       # let the BYEs leave (linger below covers the rest)
+        self._closed = True
+        self.command(lambda: None)
+        self.thread.join(timeout)
+        for h in self.hosts:
+            for s in (h.sock, h.mon.sock if h.mon else None):
+                if s is not None:
+                    s.close(linger=200)
+        for s in (self.router, getattr(self, "rmon", None) and self.rmon.sock, self.zap):
+            if s is not None:
+                s.close(linger=200)
+        self.ctx.term()
+        os.close(self._wake)
+
+
+def local_hostname() -> str:
+    return socket.gethostname()

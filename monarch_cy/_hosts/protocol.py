@@ -1,0 +1,163 @@
+"""Controller <-> agent messages, heartbeats and connection diagnostics.
+
+Transport: one zmq connection per agent, CurveZMQ with the job's keys on both ends
+(:class:`monarch_cy._actor.auth.JobKeys`), the server side's ZAP handler bound
+before the socket.  A peer without the secret fails the CURVE handshake (or ZAP);
+libzmq then drops it and nothing it sent is ever delivered, so the pickled frames
+below are only ever read from peers that proved they hold the secret.
+
+* listening agent (``--listen``): the agent binds a ROUTER, the controller connects
+  one DEALER per agent;
+* dialing agent (``--connect``, SLURM and Kubernetes): the controller binds one
+  ROUTER, every agent connects a DEALER to it.
+
+Messages are pickled tuples, first item the kind:
+
+controller -> agent: ``(HELLO, {"ip": str|None, "timeout": s})``, ``(SPAWN, key,
+cfg, env)``, ``(KILL, key)``, ``(HB,)``, ``(BYE,)``.
+agent -> controller: ``(HELLO, info)``, ``(STARTED, key, pid)``, ``(EXIT, key,
+code)``, ``(ERROR, key, message)``, ``(HB,)``.
+
+Heartbeats: each side sends ``HB`` every ``timeout / 5`` seconds and counts the
+other lost after ``timeout`` seconds without any message (default 10 s,
+``MONARCH_CY_HOST_TIMEOUT``).  A dropped TCP connection counts at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import socket
+
+__all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "EXIT", "ERROR",
+           "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
+           "serve_zap", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS", "log"]
+
+HELLO, SPAWN, KILL, HB, BYE, STARTED, EXIT, ERROR = (
+    "hello", "spawn", "kill", "hb", "bye", "started", "exit", "error")
+
+DEFAULT_PORT = 26600                 # an agent's --listen port / a controller's agent port
+DEFAULT_PROC_PORTS = (26601, 27600)  # ports the procs of one host bind (inclusive)
+
+log = logging.getLogger("monarch_cy.hosts")
+
+
+def dumps(msg: tuple) -> bytes:
+    return pickle.dumps(msg, 5)
+
+
+def loads(frame) -> tuple:
+    return pickle.loads(frame)
+
+
+def host_timeout() -> float:
+    """Seconds without a message after which a host (or the controller) is lost."""
+    v = os.environ.get("MONARCH_CY_HOST_TIMEOUT", "10")
+    try:
+        t = float(v)
+    except ValueError:
+        t = -1.0
+    if not t > 0:
+        raise ValueError(f"MONARCH_CY_HOST_TIMEOUT={v!r} must be a positive number of "
+                         "seconds")
+    return t
+
+
+def parse_tcp(addr: str, what: str = "address") -> tuple[str, int]:
+    """``(host, port)`` of ``tcp://host:port``; ``ValueError`` naming ``addr``."""
+    if not isinstance(addr, str):
+        raise TypeError(f"{what} must be a str like 'tcp://host:port', not {addr!r}")
+    if not addr.startswith("tcp://"):
+        raise ValueError(f"{what} {addr!r} must look like 'tcp://host:port'")
+    host, sep, port = addr[6:].rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{what} {addr!r} must look like 'tcp://host:port' with a port "
+                         "in 1..65535")
+    return host, int(port)
+
+
+def resolve(host: str) -> str:
+    """An IPv4 address for ``host`` (a name or an address)."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError as e:
+        raise ValueError(f"cannot resolve host {host!r}: {e}") from None
+
+
+def local_ip_towards(host: str) -> str:
+    """This machine's address on the route to ``host`` (no packet is sent)."""
+    ip = resolve(host)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((ip, 9))
+        return s.getsockname()[0]
+
+
+def serve_zap(keys, zap_sock) -> None:
+    """Answer pending ZAP requests like :meth:`JobKeys.handle_zap`, logging refusals
+    with the peer's address."""
+    import hmac
+    import zmq
+    while True:
+        try:
+            msg = zap_sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        version, request_id = msg[0], msg[1]
+        peer = msg[3].decode(errors="replace") if len(msg) > 3 else "?"
+        mechanism = msg[5] if len(msg) > 5 else b""
+        creds = msg[6] if len(msg) > 6 else b""
+        ok = mechanism == b"CURVE" and hmac.compare_digest(creds, keys.public_raw)
+        if not ok:
+            log.warning("refused a connection from %s: not a member of this job", peer)
+        zap_sock.send_multipart([version, request_id, b"200" if ok else b"400",
+                                 b"OK" if ok else b"not a member of this job", b"", b""])
+
+
+class Monitor:
+    """Connection events of one socket: did TCP connect, did the handshake fail."""
+
+    def __init__(self, sock, name: str, *, server: bool = False) -> None:
+        import zmq
+        self.name = name
+        self.server = server
+        self.sock = sock.get_monitor_socket(
+            zmq.EVENT_CONNECTED | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED |
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        self.connected = False       # TCP reached the peer at least once
+        self.handshakes = 0
+        self.failed = 0
+        self.disconnects = 0
+
+    def drain(self) -> list[str]:
+        """Process pending events; returns their kinds ('up', 'down', 'refused')."""
+        import zmq
+        from zmq.utils.monitor import recv_monitor_message
+        out = []
+        while True:
+            try:
+                ev = recv_monitor_message(self.sock, zmq.NOBLOCK)
+            except zmq.Again:
+                return out
+            e = ev["event"]
+            if e in (zmq.EVENT_CONNECTED, zmq.EVENT_ACCEPTED):
+                self.connected = True
+            elif e == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.handshakes += 1
+                out.append("up")
+            elif e == zmq.EVENT_DISCONNECTED:
+                self.disconnects += 1
+                out.append("down")
+            elif e in (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                       zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                       zmq.EVENT_HANDSHAKE_FAILED_AUTH):
+                self.failed += 1
+                out.append("refused")
+                if self.server:
+                    log.warning("refused a connection on %s: CURVE handshake failed "
+                                "(the peer does not hold this job's secret)", self.name)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)

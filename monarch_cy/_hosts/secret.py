@@ -1,0 +1,74 @@
+"""The job secret outside the controller: read from a file or the environment.
+
+Agents authenticate exactly like procs: a CurveZMQ keypair derived from the job's
+32-byte secret (:class:`monarch_cy._actor.auth.JobKeys`).  An agent started by hand
+or by a scheduler reads that secret from
+
+1. a file named by ``--secret-file`` (or ``MONARCH_CY_JOB_SECRET_FILE``): 64 hex
+   digits, surrounding whitespace ignored; the file should be mode 0600;
+2. else the environment variable ``MONARCH_CY_JOB_SECRET`` (64 hex digits).
+
+Never a command line (``ps`` shows those to every user).  Errors name the source,
+never the value.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+__all__ = ["ENV", "ENV_FILE", "load_secret", "parse_secret", "write_secret_file",
+           "new_secret"]
+
+ENV = "MONARCH_CY_JOB_SECRET"
+ENV_FILE = "MONARCH_CY_JOB_SECRET_FILE"
+
+
+def new_secret() -> bytes:
+    return os.urandom(32)
+
+
+def parse_secret(text: str, where: str) -> bytes:
+    """The 32 bytes of ``text`` (64 hex digits); ``ValueError`` naming ``where``."""
+    t = text.strip()
+    if len(t) != 64:
+        raise ValueError(f"the job secret in {where} must be 64 hex digits, "
+                         f"found {len(t)} characters")
+    try:
+        return bytes.fromhex(t)
+    except ValueError:
+        raise ValueError(f"the job secret in {where} is not hexadecimal") from None
+
+
+def load_secret(path: str | None = None) -> bytes:
+    """The job secret from ``path``, else ``$MONARCH_CY_JOB_SECRET_FILE``, else
+    ``$MONARCH_CY_JOB_SECRET``; ``ValueError`` saying where it looked."""
+    path = path or os.environ.get(ENV_FILE) or None
+    if path:
+        try:
+            st = os.stat(path)
+            with open(path) as f:
+                text = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read the job secret file {path!r}: "
+                             f"{e.strerror}") from None
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            import logging
+            logging.getLogger("monarch_cy.hosts").warning(
+                "job secret file %s is readable by others (mode %o); chmod 600 it",
+                path, st.st_mode & 0o777)
+        return parse_secret(text, f"file {path!r}")
+    text = os.environ.get(ENV)
+    if text is None:
+        raise ValueError(f"no job secret: pass --secret-file PATH, or set {ENV_FILE} "
+                         f"(a file) or {ENV} (64 hex digits)")
+    return parse_secret(text, f"${ENV}")
+
+
+def write_secret_file(path: str, secret: bytes) -> str:
+    """Write ``secret`` as hex to a new file ``path`` with mode 0600 (fails if it
+    exists); returns ``path``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret.hex() + "\n")
+    return path
