@@ -40,6 +40,10 @@ __all__ = ["SlurmJob"]
 _TERMINAL = ("FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "COMPLETED", "NODE_FAIL",
              "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE")
 
+# pending reasons that never clear by waiting
+_HOPELESS = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "PartitionDown",
+             "PartitionInactive", "InvalidAccount", "InvalidQOS", "QOSMaxNodePerJobLimit")
+
 _WATCHDOG = r"""
 import os, signal, subprocess, sys
 job, srun_pid = sys.argv[1], int(sys.argv[2])
@@ -201,6 +205,9 @@ class SlurmJob(JobTrait):
         self._last_poll = now
         r = _run(["squeue", "-h", "-j", self.job_id, "-o", "%T %r"])
         out = r.stdout.strip()
+        if r.returncode == 0 and out and out.split()[0] == "PENDING" and \
+                out.split()[-1] in _HOPELESS:
+            return SchedulerError(f"SLURM job {self.job_id} cannot start: {out}")
         if r.returncode == 0 and out and out.split()[0] not in _TERMINAL:
             return None
         r2 = _run(["scontrol", "show", "job", self.job_id])

@@ -15,6 +15,7 @@ from monarch_cy._actor.proc_mesh import HostMesh, ProcMesh, this_host, this_proc
 from monarch_cy._actor.shape import Extent, Point
 from monarch_cy._actor.supervision import MeshFailure, RestartPolicy, unhandled_fault_hook
 from monarch_cy._actor.value_mesh import ValueMesh
+from monarch_cy._hosts.attach import attach_to_workers
 
 __all__ = [
     "Accumulator",
@@ -37,6 +38,7 @@ __all__ = [
     "RestartPolicy",
     "SupervisionError",
     "ValueMesh",
+    "attach_to_workers",
     "context",
     "current_rank",
     "current_size",

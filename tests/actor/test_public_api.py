@@ -8,7 +8,7 @@ EXPECTED = {
     "Extent", "Future", "HostMesh", "MeshIndexError", "MeshStoppedError", "Point", "Port",
     "PortReceiver", "ProcMesh", "SupervisionError", "ValueMesh", "context",
     "current_rank", "current_size", "endpoint", "this_host", "this_proc",
-    "MeshFailure", "RestartPolicy", "unhandled_fault_hook",
+    "MeshFailure", "RestartPolicy", "unhandled_fault_hook", "attach_to_workers",
 }
 
 
@@ -16,7 +16,8 @@ def test_public_names_complete():
     assert set(api.__all__) == EXPECTED
     for n in EXPECTED:
         obj = getattr(api, n)
-        assert getattr(obj, "__module__", "monarch_cy._actor").startswith("monarch_cy._actor")
+        assert getattr(obj, "__module__", "monarch_cy._actor").startswith(
+            ("monarch_cy._actor", "monarch_cy._hosts"))
     public = {n for n in vars(api) if not n.startswith("_")}
     assert public == EXPECTED
 

@@ -87,7 +87,7 @@ class SlurmCluster:
             "MailProg=/bin/true", "SchedulerParameters=batch_sched_delay=0",
             "ReturnToService=2", "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
-            "SlurmctldTimeout=10", "SlurmdTimeout=10", "KillWait=2", "MinJobAge=2",
+            "EnforcePartLimits=ALL", "SlurmctldTimeout=10", "SlurmdTimeout=10", "KillWait=2", "MinJobAge=2",
         ]
         for n, ip in zip(self.nodes, net.ips):
             lines.append(f"NodeName={n} NodeAddr={ip} CPUs={cpus} State=UNKNOWN")
