@@ -84,8 +84,11 @@ def stop_hosts(node, timeout: float) -> None:
             h.failed = MeshStoppedError(h.name, h.rank.rank, "proc mesh stopped")
         h.post("__stop__")
     end = time.monotonic() + timeout
-    for h in hosts:
-        h.cleaned.wait(max(0.0, end - time.monotonic()))
+    # We are in the pump: keep answering ZAP, or our own connections to the actors'
+    # sockets (which carry __stop__) could never authenticate.
+    while time.monotonic() < end and not all(h.cleaned.is_set() for h in hosts):
+        if node._zap.poll(10):
+            node.keys.handle_zap(node._zap)
 
 
 def _format(exc) -> str:
@@ -299,9 +302,10 @@ class ActorHost:
             fn = getattr(type(self.actor), "__cleanup__", None) if self.actor is not None \
                 else None
             if fn is not None:
-                from monarch_cy._actor.supervision import SUPERVISE_TIMEOUT_S, \
-                    call_with_timeout
-                ok, v = call_with_timeout(lambda: fn(self.actor, exc), SUPERVISE_TIMEOUT_S)
+                from monarch_cy._actor.supervision import call_with_timeout, \
+                    supervise_timeout
+                ok, v = call_with_timeout(lambda: fn(self.actor, exc), supervise_timeout(),
+                                          self.inst)
                 if not ok:
                     print(f"actor {self.inst.actor_id}: __cleanup__ failed: "
                           f"{_one_line(v)}", file=sys.stderr)
@@ -342,12 +346,13 @@ class ActorHost:
             self._supervise(failure)
 
     def _supervise(self, failure) -> None:
-        from monarch_cy._actor.supervision import SUPERVISE_TIMEOUT_S, call_with_timeout
+        from monarch_cy._actor.supervision import call_with_timeout, supervise_timeout
         fn = getattr(type(self.actor), "__supervise__", None)
         if fn is None:
             why = "it has no __supervise__"
         else:
-            ok, v = call_with_timeout(lambda: fn(self.actor, failure), SUPERVISE_TIMEOUT_S)
+            ok, v = call_with_timeout(lambda: fn(self.actor, failure), supervise_timeout(),
+                                          self.inst)
             if ok and v:
                 return
             why = (f"__supervise__ returned {v!r}" if ok else

@@ -45,7 +45,8 @@ def _stop(node, hdr, data, extras) -> None:
         from monarch_cy._actor import actor_host
         actor_host.stop_hosts(node, 1.5)    # __cleanup__ of each actor, bounded
     except Exception:  # noqa: BLE001
-        pass
+        import traceback
+        traceback.print_exc()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -57,6 +58,7 @@ def _stop(node, hdr, data, extras) -> None:
             s.close(linger=1000)
     node.inbox.close(linger=0)
     node._zap.close(linger=0)
+    node.direct.close(linger=0)     # else ctx.term() waits for it: the join below times out
     t = threading.Thread(target=node.ctx.term, daemon=True)
     t.start()
     t.join(1.0)

@@ -14,7 +14,7 @@ Vocabulary
   controller's plain code).  Procs are always owned by the client.
 * The owner gets a :class:`MeshFailure`.  An actor owner's ``__supervise__(failure)``
   runs on its own thread; a truthy result handles it; a falsy result, an exception,
-  no ``__supervise__`` or one that does not return within ``SUPERVISE_TIMEOUT_S``
+  no ``__supervise__`` or one that does not return within ``supervise_timeout()``
   fails the owner in turn (its failure names the child's), which reaches *its*
   owner, and so on.
 * The client handles a failure when (a) the program *saw* it: some call on the
@@ -41,7 +41,7 @@ import time
 from monarch_cy._actor.errors import SupervisionError
 
 __all__ = ["MeshFailure", "RestartPolicy", "unhandled_fault_hook", "FAULT_GRACE_S",
-           "SUPERVISE_TIMEOUT_S", "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE",
+           "supervise_timeout", "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE",
            "SEEN"]
 
 # Message kinds (after node.py's 0..6).
@@ -62,7 +62,12 @@ def _env_float(name: str, default: float) -> float:
 
 
 FAULT_GRACE_S = _env_float("MONARCH_CY_FAULT_GRACE", 1.0)
-SUPERVISE_TIMEOUT_S = _env_float("MONARCH_CY_SUPERVISE_TIMEOUT", 10.0)
+
+
+def supervise_timeout() -> float:
+    """Seconds a ``__supervise__``/``__cleanup__`` may take before it counts as hung
+    (``MONARCH_CY_SUPERVISE_TIMEOUT``, default 10; read in the actor's proc)."""
+    return _env_float("MONARCH_CY_SUPERVISE_TIMEOUT", 10.0)
 
 
 class MeshFailure:
@@ -292,13 +297,17 @@ def send_failure_to_client(node, client_addr: str, failure: MeshFailure) -> None
     node.send(client_addr, [pack((SUPERVISE,), pickle.dumps(failure))])
 
 
-def call_with_timeout(fn, timeout: float):
-    """Run ``fn()`` in a helper thread; ``(True, value)``, ``(False, exc)`` if it
-    raised, or ``(False, TimeoutError)`` if it did not return within ``timeout``
-    (the thread is left running).  A coroutine result is run to completion there."""
+def call_with_timeout(fn, timeout: float, inst=None):
+    """Run ``fn()`` in a helper thread (with ``inst`` as its actor context);
+    ``(True, value)``, ``(False, exc)`` if it raised, or ``(False, TimeoutError)`` if
+    it did not return within ``timeout`` (the thread is left running).  A coroutine
+    result is run to completion there."""
     box = []
 
     def run():
+        if inst is not None:
+            from monarch_cy._actor.actor import _set_current
+            _set_current(inst)
         try:
             v = fn()
             if hasattr(v, "__await__") and hasattr(v, "send"):

@@ -183,3 +183,101 @@ class Clock(Actor):
     def now(self, x=None):
         import time
         return time.perf_counter()
+
+
+# -- supervision ------------------------------------------------------------------
+
+def _note(path, text):
+    if path:
+        with open(path, "a") as f:
+            f.write(text + "\n")
+
+
+class Victim(Actor):
+    """Pid, sleeping, dying in several ways; counts its __init__ runs in a file."""
+
+    def __init__(self, log=None):
+        self.log = log
+        _note(log, f"init {current_rank().rank} {os.getpid()}")
+
+    @endpoint
+    def ping(self, x=None):
+        return x
+
+    @endpoint
+    def pid(self):
+        return os.getpid()
+
+    @endpoint
+    def env(self, name):
+        return os.environ.get(name)
+
+    @endpoint
+    def sleep(self, s):
+        import time
+        time.sleep(s)
+        return s
+
+    @endpoint
+    def die(self, how="exit"):
+        import signal
+        if how == "exit":
+            os._exit(5)
+        if how == "segv":
+            import ctypes
+            ctypes.string_at(0)
+        os.kill(os.getpid(), getattr(signal, how))
+
+    @endpoint
+    def wedge(self):
+        """Hold the GIL forever (a deadlock inside C code): the proc stops answering."""
+        import ctypes
+        ctypes.PyDLL(None).sleep(3600)
+
+    @endpoint
+    def boom(self, msg="boom"):
+        raise ValueError(msg)
+
+    @endpoint
+    def unpicklable(self):
+        raise Unpicklable("cannot travel")
+
+    @endpoint
+    def sys_exit(self):
+        raise SystemExit(3)
+
+    def __cleanup__(self, exc):
+        _note(self.log, f"cleanup {current_rank().rank} {type(exc).__name__}")
+
+
+class Unpicklable(Exception):
+    def __init__(self, text):
+        super().__init__(text)
+        self.lock = __import__("threading").Lock()
+
+
+class Parent(Actor):
+    """Owns a child mesh on its own proc; ``mode`` decides how it supervises."""
+
+    def __init__(self, mode="handle", log=None):
+        from monarch_cy.actor import this_proc
+        self.mode, self.log = mode, log
+        self.child = this_proc().spawn(f"child{current_rank().rank}", Victim, log)
+
+    @endpoint
+    def fail_child(self):
+        self.child.boom.broadcast("child broke")
+        return True
+
+    @endpoint
+    def ping(self, x=None):
+        return x
+
+    def __supervise__(self, failure):
+        _note(self.log, f"supervise {failure.mesh_name} {failure.ranks} {failure.cause}")
+        if self.mode == "raise":
+            raise RuntimeError("supervisor gave up")
+        if self.mode == "hang":
+            import time
+            time.sleep(3600)
+        return self.mode == "handle"
