@@ -182,6 +182,8 @@ def _restart_rank(node, st, g) -> list:
         st.procs[g] = new
         ctl.LIVE_PROCS[new.key] = new
         node.revive(new.key)
+        from monarch_cy._actor import supervision
+        supervision.forget_seen((new.key, *pmod._addrs_on(st, g, new)))
         msg = pack((REVIVE, new.key))
         for other in list(ctl.LIVE_PROCS.values()):
             if other is not new and other.popen is not None:

@@ -249,6 +249,13 @@ def note_seen(key) -> None:
                 p.handled = True
 
 
+def forget_seen(keys) -> None:
+    """``keys`` belong to a new incarnation: earlier sightings say nothing of it."""
+    with _lock:
+        for k in keys:
+            _seen_recent.pop(k, None)
+
+
 def note_recovered(state) -> None:
     """The program respawned or stopped the proc mesh ``state``."""
     with _lock:
