@@ -221,6 +221,7 @@ class Agent:
         self.poller.register(self.sock, zmq.POLLIN)
         self.poller.register(self.zap, zmq.POLLIN)
         self.poller.register(self.mon.sock, zmq.POLLIN)
+        self._zygote()       # boots (imports the runtime once) while nobody waits
         if self.connect:
             log.info("agent dialing the controller at %s", self.connect)
             self._send(b"", (P.HELLO, self._info(None)))
