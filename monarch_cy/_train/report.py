@@ -66,7 +66,7 @@ def write_plot(out_dir: str, history: list[dict], faults: list[dict]) -> str:
     ax2.set_ylabel("tokens/s", color="tab:green")
     for f in faults:
         ax.axvline(f["step"], color="tab:red", ls="--", lw=1)
-        ax.annotate(f"rank {f['rank']} killed\nback in {f['recovery_s']:.2f} s", (f["step"], ax.get_ylim()[1]),
+        ax.annotate(f"rank(s) {f['ranks']} killed\nback in {f['recovery_s']:.2f} s", (f["step"], ax.get_ylim()[1]),
                     textcoords="offset points", xytext=(4, -24), fontsize=8, color="tab:red")
     ax.set_title("monarch-cy train: data-parallel char-GPT")
     fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.9), fontsize=8)
