@@ -52,7 +52,7 @@ class NetnsHosts:
     def __init__(self, n: int, prefix: str | None = None) -> None:
         if not 1 <= n <= 200:
             raise ValueError(f"n must be in 1..200, not {n!r}")
-        self.prefix = prefix or f"m{os.getpid() % 10000}{random.randrange(100):02d}"
+        self.prefix = prefix or f"m{os.getpid() % 1000}{random.randrange(100000):05d}"
         a, b = 200 + random.randrange(50), random.randrange(256)
         self.net = f"10.{a}.{b}"
         self.gateway = f"{self.net}.1"
@@ -113,17 +113,18 @@ class NetnsHosts:
         if self._closed:
             return
         self._closed = True
-        for p in self.procs:
-            if p.poll() is None:
+        for sig, wait in ((15, 3), (9, 5)):    # TERM first: agents clean up after them
+            for p in self.procs:
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, sig)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            for p in self.procs:
                 try:
-                    os.killpg(p.pid, 9)
-                except (ProcessLookupError, PermissionError):
+                    p.wait(wait)
+                except subprocess.TimeoutExpired:
                     pass
-        for p in self.procs:
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
         for name in self.names:
             # anything still in the namespace (procs of a killed agent) goes first
             r = _ip("netns", "pids", name, check=False)

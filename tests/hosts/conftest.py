@@ -44,8 +44,9 @@ class Hosts:
 
     def start_agent(self, i, tmp):
         log = open(os.path.join(tmp, f"agent{i}.log"), "w+")
+        # TMPDIR: a SIGKILLed agent's run folder stays in pytest's tmp_path
         p = self.net.start_agent(i, secret_hex=self.secret,
-                                 env=scenario_env(), stderr=log,
+                                 env=scenario_env(TMPDIR=tmp), stderr=log,
                                  args=["--log-level", "INFO"])
         if i < len(self.agents):
             self.agents[i], self.logs[i] = p, log

@@ -72,6 +72,7 @@ def test_agent_with_another_secret_is_refused_and_logged(hosts3):
 def _agent_pid(hosts, i) -> int:
     """The agent's pid: nsenter, unshare and sh all exec, so it is the Popen's."""
     pid = hosts.agents[i].pid
+    assert hosts.agents[i].poll() is None, f"agent {i} died early:\n{hosts.log(i)}"
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         assert b"monarch_cy._hosts.agent" in f.read()
     return pid

@@ -47,7 +47,7 @@ def _wait_no_jobs(c, timeout=10.0) -> str:
 
 
 def test_slurm_job_hosts_meshes_and_cancel(cluster, tmp_path):
-    env = scenario_env(**{"SLURM_CONF": cluster.conf})
+    env = scenario_env(SLURM_CONF=cluster.conf, TMPDIR=str(tmp_path))
     env.pop("SLURM_JOB_ID", None)
     res, _ = run_scenario("slurm", {"log_dir": str(tmp_path)}, env)
     node_names = set(cluster.net.hostnames)
@@ -57,7 +57,7 @@ def test_slurm_job_hosts_meshes_and_cancel(cluster, tmp_path):
 
 
 def test_slurm_job_cancelled_when_controller_dies(cluster, tmp_path):
-    env = scenario_env(**{"SLURM_CONF": cluster.conf})
+    env = scenario_env(SLURM_CONF=cluster.conf, TMPDIR=str(tmp_path))
     env.pop("SLURM_JOB_ID", None)
     res, r = run_scenario("slurm", {"log_dir": str(tmp_path), "die": True}, env,
                           check=False)
@@ -72,7 +72,7 @@ def test_slurm_job_cancelled_when_controller_dies(cluster, tmp_path):
     ({"nodes": 1, "partition": "nosuchpartition"}, "invalid partition"),
 ])
 def test_slurm_rejected_submission_surfaces_message(cluster, tmp_path, args, needle):
-    env = scenario_env(**{"SLURM_CONF": cluster.conf})
+    env = scenario_env(SLURM_CONF=cluster.conf, TMPDIR=str(tmp_path))
     env.pop("SLURM_JOB_ID", None)
     res, _ = run_scenario("slurm_rejected", dict(args, log_dir=str(tmp_path)), env)
     assert needle in res["error"].lower() or needle in res["error"], res
