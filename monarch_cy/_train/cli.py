@@ -29,7 +29,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="steps; 0 = never")
     p.add_argument("--inject-fault", action="append", default=[], metavar="rank=R,step=S",
-                   help="SIGKILL rank R's proc when step S starts (repeatable)")
+                   help="SIGKILL rank R's proc when step S starts (repeatable); 'auto': the last "
+                        "rank at a third of the run")
     p.add_argument("--out", default=d.out_dir, help="folder for summary.json, training.png, checkpoints")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default=d.device)
     p.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default=d.progress)

@@ -17,7 +17,10 @@ class FaultSpec:
 
     @classmethod
     def parse(cls, text: str) -> "FaultSpec":
-        """``"rank=1,step=40"`` (either order, spaces allowed)."""
+        """``"rank=1,step=40"`` (either order, spaces allowed), or ``"auto"``: the last
+        rank at a third of the run (resolved by :meth:`TrainConfig.resolved`)."""
+        if (text or "").strip() == "auto":
+            return cls(rank=-1, step=-1)
         m = re.fullmatch(r"\s*(rank|step)\s*=\s*(\d+)\s*,\s*(rank|step)\s*=\s*(\d+)\s*", text or "")
         if not m or m.group(1) == m.group(3):
             raise ValueError(f"fault spec must look like 'rank=1,step=40', got {text!r}")
@@ -44,6 +47,21 @@ class TrainConfig:
     device: str = "auto"              # auto | cpu | gpu
     progress: str = "auto"            # auto | bar | lines | none
     threads: int = 0                  # torch threads per proc; 0: cores // procs
+
+    def resolved(self, gpus: int) -> "TrainConfig":
+        """This config with ``auto`` faults made concrete.  With one proc the fault
+        kills the only replica, so a checkpoint is taken before it."""
+        if not any(f.rank < 0 for f in self.faults):
+            return self
+        from dataclasses import replace
+
+        n = self.world_size(gpus)
+        step = max(1, self.steps // 3)
+        faults = tuple(FaultSpec(n - 1, step) if f.rank < 0 else f for f in self.faults)
+        ckpt = self.checkpoint_every
+        if n == 1 and (ckpt == 0 or ckpt > step):
+            ckpt = max(1, step // 2)
+        return replace(self, faults=faults, checkpoint_every=ckpt)
 
     def validate(self, gpus: int) -> None:
         """Raise ``ValueError`` naming the option for anything impossible."""

@@ -38,9 +38,10 @@ class TrainingRun:
     """One run of the job; :meth:`run` returns the summary dict."""
 
     def __init__(self, cfg: TrainConfig) -> None:
-        self.cfg = cfg
         self.gpus = _gpu_count() if cfg.device != "cpu" else 0
+        cfg = cfg.resolved(self.gpus)
         cfg.validate(self.gpus)
+        self.cfg = cfg
         self.world = cfg.world_size(self.gpus)
         self.use_gpus = cfg.use_gpus(self.gpus)
         self.history: list[dict] = []

@@ -63,20 +63,17 @@ def recover(run, step: int, error: BaseException) -> dict:
         src = survivors[0]
         peer = run.trainers.slice(**{dim: src})
         exported = peer.export_state.call_one().get(timeout=120)
+        backends = set()
         try:
             for r in dead:
-                got = run.trainers.slice(**{dim: r}).import_state.call_one(exported).get(timeout=300)
+                got, backend = run.trainers.slice(**{dim: r}).import_state.call_one(exported).get(timeout=300)
                 if got != step:
                     raise RuntimeError(f"rank {r} restored to step {got}, expected {step}")
+                backends.add(backend)
         finally:
             peer.release_exports.call_one().get(timeout=60)
-        from monarch_cy.rdma import get_rdma_backend
-
-        try:
-            backend = get_rdma_backend()
-        except Exception:  # noqa: BLE001 - naming the backend is informational
-            backend = "rdma"
-        info.update(source=f"peer rank {src} via RDMABuffer ({backend})", resume_step=step)
+        info.update(source=f"peer rank {src} via RDMABuffer ({', '.join(sorted(backends))})",
+                    resume_step=step)
     elif run.last_checkpoint is not None:
         ck_step, path = run.last_checkpoint
         run.trainers.load_checkpoint.call(path).get(timeout=300)

@@ -121,14 +121,20 @@ class Trainer(Actor):
         self._exported = []
 
     @endpoint
-    def import_state(self, exported: dict, timeout: float = 60.0) -> int:
-        """Overwrite this replica with a peer's state, read one-sidedly; returns the step."""
+    def import_state(self, exported: dict, timeout: float = 60.0) -> tuple[int, str]:
+        """Overwrite this replica with a peer's state, read one-sidedly.
+
+        Returns ``(step, backend)``: the step restored and the RDMA backend used.
+        """
+        from monarch_cy.rdma import get_rdma_backend
+
         targets = list(self.state.buffers().values())
+        backend = get_rdma_backend(exported["buffers"][0], targets[0])
         futs = [buf.read_into(t, timeout=timeout) for buf, t in zip(exported["buffers"], targets)]
         for f in futs:
             f.get(timeout=timeout + 5)
         self.state.step = exported["step"]
-        return self.state.step
+        return self.state.step, backend
 
     # -- checkpoints
     @endpoint
