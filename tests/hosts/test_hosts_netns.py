@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
-from conftest import TIMEOUT, pid_alive, wait_gone
+from _hosts_support import TIMEOUT, pid_alive, wait_gone
 
 
 def test_mesh_spanning_three_hosts_calls_and_broadcasts(hosts3):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from _slurm_cluster import SlurmCluster, slurm_available
-from conftest import TIMEOUT, run_scenario, scenario_env, wait_gone
+from _hosts_support import TIMEOUT, run_scenario, scenario_env, wait_gone
 from monarch_cy._hosts.netns import NetnsHosts
 
 
