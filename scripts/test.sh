@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 scripts/setup-rdma-test.sh
+scripts/setup-multihost-test.sh
 exec .venv/bin/python -m pytest "$@"
