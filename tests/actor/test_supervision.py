@@ -265,3 +265,25 @@ os.kill(os.getpid(), signal.SIGKILL)
         import shutil
         shutil.rmtree(rundir, ignore_errors=True)
     assert not set(os.listdir("/dev/shm")) - shm_before
+
+
+def test_hook_that_hangs_blocks_nothing(monkeypatch):
+    import threading
+    got, release = [], threading.Event()
+
+    def slow_hook(failure):
+        got.append(failure)
+        if len(got) == 1:
+            release.wait(30)          # the first call hangs
+    monkeypatch.setattr(api, "unhandled_fault_hook", slow_hook)
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    m = pm.spawn("hang", Victim)
+    pids = m.pid.call().get(10).values()
+    os.kill(pids[0], signal.SIGKILL)
+    assert _wait(lambda: len(got) == 1, 5)
+    os.kill(pids[1], signal.SIGKILL)
+    assert _wait(lambda: len(got) == 2, 5), "a hanging hook held the next failure"
+    assert pm.respawn().get(30) == [0, 1]          # and the runtime works on
+    assert m.ping.call(1).get(10).values() == [1, 1]
+    release.set()
+    pm.stop().get(10)
