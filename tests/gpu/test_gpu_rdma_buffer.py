@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "rdma_buffer"))
 
-from _actors import Holder, Reader, pattern  # noqa: E402
+from _rdma_actors import Holder, Reader, pattern  # noqa: E402
 
 torch = pytest.importorskip("torch")
 MiB = 1 << 20

@@ -1,6 +1,6 @@
 """Fixtures for the RDMABuffer tests: one shared 2-proc mesh, and a leak check.
 
-Actor classes live in ``_actors.py`` (importable by the worker procs: the
+Actor classes live in ``_rdma_actors.py`` (importable by the worker procs: the
 controller's ``sys.path`` travels to them).
 """
 
@@ -53,7 +53,7 @@ def _no_leaks():
 def pair():
     """``(holder, reader)``: one actor each on two procs of one mesh."""
     from monarch_cy.actor import this_host
-    from _actors import Holder, Reader
+    from _rdma_actors import Holder, Reader
     procs = this_host().spawn_procs(per_host={"procs": 2})
     holder = procs.slice(procs=0).spawn("holder", Holder)
     reader = procs.slice(procs=1).spawn("reader", Reader)

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from _actors import Staller, pattern
+from _rdma_actors import Staller, pattern
 from monarch_cy.rdma import (BufferDroppedError, OwnerDiedError, RDMABuffer,
                              RDMATimeoutError)
 
