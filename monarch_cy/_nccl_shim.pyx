@@ -355,12 +355,13 @@ def commSplit(comm, int color, int key, bint blocking=True):
 
     Collective over ``comm``: every rank calls it.  Needs NCCL >= 2.18.  NCCL
     writes the new communicator through its out-pointer, and for a
-    non-blocking split it does so later, from its own thread; so the pointer
-    is a heap cell (``slot``), not a local.  Once ``comm`` is no longer in
-    progress, :func:`splitResult` reads the cell (the new handle; 0 for
-    ``SPLIT_NOCOLOR``) and frees it.  A split that never completes (timeout,
-    abort) must leave its cell alone: it is leaked on purpose (8 bytes)
-    because NCCL may still write it.
+    non-blocking split it does so later, from its own thread (NCCL 2.28 on an
+    H200: after the parent was idle again); so the pointer is a heap cell
+    (``slot``), not a local.  :func:`splitPeek` reads it while waiting,
+    :func:`splitResult` once the handle is there (0 for ``SPLIT_NOCOLOR``).
+    The cell is never freed: freeing it after the handle appeared corrupted
+    the heap on the H200 (NCCL's thread still writes it), so each split
+    leaks these 8 bytes on purpose.
     """
     cdef ncclComm_t c = _comm(comm)
     cdef ncclComm_t* cell = <ncclComm_t*>malloc(sizeof(ncclComm_t))
@@ -392,13 +393,11 @@ def splitPeek(slot):
 
 
 def splitResult(slot):
-    """The communicator a completed :func:`commSplit` wrote; frees the cell."""
+    """The communicator a completed :func:`commSplit` wrote (the cell stays: see there)."""
     cdef ncclComm_t* cell = <ncclComm_t*><uintptr_t>slot
     if cell == NULL:
         raise ValueError("slot must be the value commSplit returned, got 0")
-    cdef uintptr_t handle = <uintptr_t>cell[0]
-    free(cell)
-    return handle
+    return <uintptr_t>cell[0]
 
 
 def commDestroy(comm):

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+[ -d /tmp/mcy-site ] && export PYTHONPATH=$PYTHONPATH:/tmp/mcy-site
 PY=${PYTHON:-python3}
 rc=0
 echo "== monarch-cy train on the GPUs ${TRAIN_ARGS:-}"
