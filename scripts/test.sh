@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 scripts/setup-rdma-test.sh
 scripts/setup-multihost-test.sh
+scripts/setup-rccl-test.sh
 exec .venv/bin/python -m pytest "$@"
