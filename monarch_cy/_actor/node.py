@@ -38,10 +38,9 @@ from monarch_cy._actor.pump import PumpMixin
 
 __all__ = ["Node", "get_node", "pack", "unpack", "REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP"]
 
-REPLY, LOG, RELEASE, PROC_DEAD, SPAWN, STOP, CALL = range(7)
+REPLY, LOG, RELEASE, PROC_DEAD, SPAWN, STOP, CALL, WAKE = range(8)   # WAKE: ignored
 _HWM = 200_000
 _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python layers
-_zmq_poll = None
 
 
 class Node(PumpMixin):
@@ -49,13 +48,12 @@ class Node(PumpMixin):
 
     def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
                  proc_key: str | None = None, direct_addr: str | None = None) -> None:
-        global _B, _zmq_poll
+        global _B
         import zmq
         import zmq.backend
         _B = zmq.backend.Socket
-        _zmq_poll = zmq.backend.zmq_poll
         from monarch_cy._actor import pump
-        pump._B, pump._zmq_poll = _B, _zmq_poll
+        pump._B = _B
         self._zmq = zmq
         self.keys = keys
         self.addr = addr
@@ -70,14 +68,10 @@ class Node(PumpMixin):
         self.direct_addr = direct_addr or addr + "d"
         self.direct = self.server_socket(zmq.PULL, self.direct_addr)
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._wakeA = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._poller = zmq.Poller()
         self._poller.register(self.inbox, zmq.POLLIN)
         self._poller.register(self._zap, zmq.POLLIN)
         self._poller.register(self._wake_fd, zmq.POLLIN)
-        self._pollA = zmq.Poller()
-        self._pollA.register(self.direct, zmq.POLLIN)
-        self._pollA.register(self._wakeA, zmq.POLLIN)
         self._pumpA = threading.Lock()
         self._adopt = 0               # waiters that need the I/O thread to pump direct
         import weakref
@@ -100,7 +94,8 @@ class Node(PumpMixin):
         self._closed = False
         self._io_thread = None
         self._io_ident = None
-        self._itemsA = [(self.direct, 1), (self._wakeA, 1)]
+        self._direct_timeout = -1     # ZMQ_RCVTIMEO now set on direct (ms)
+        self._wake_msg = pack((WAKE,))
         self.on_proc_failed = []      # callbacks(proc_key, cause), run in the pump
 
     # -- sockets -----------------------------------------------------------
@@ -233,35 +228,38 @@ class Node(PumpMixin):
                 self.send(owner, [pack((RELEASE, self.key, segs))])
 
     def _drain(self, inbox) -> None:
-        ports = self._ports
         recv = self.recv
         get = _B.get
+        handle = self._handle_msg
         for _ in range(1000):
             if not get(inbox, 15) & 1:        # ZMQ_EVENTS & POLLIN: nothing queued
                 return
-            frames = recv(inbox, 1)
-            hdr, data = unpack(frames[0])
-            kind = hdr[0]
-            try:
-                if kind == REPLY:
-                    col = ports.get(hdr[1])
-                    if col is None:
-                        continue
-                    value = self.decode(data, frames[1:])
-                    if col.deliver(hdr[2], hdr[3], value):
-                        ports.pop(hdr[1], None)
-                elif kind == RELEASE:
-                    for seg in hdr[2]:
-                        self.pool.release(seg, hdr[1])
-                elif kind == PROC_DEAD:
-                    self.proc_failed(hdr[1], hdr[2], hdr[3] if len(hdr) > 3 else ())
-                else:
-                    h = self.handlers.get(kind)
-                    if h is not None:
-                        h(self, hdr, data, frames[1:])
-            except Exception:
-                import traceback
-                traceback.print_exc()
+            handle(recv(inbox, 1))
+
+    def _handle_msg(self, frames) -> None:
+        """Act on one received message (a reply, a release, a control message)."""
+        hdr, data = unpack(frames[0])
+        kind = hdr[0]
+        try:
+            if kind == REPLY:
+                col = self._ports.get(hdr[1])
+                if col is None:
+                    return
+                value = self.decode(data, frames[1:])
+                if col.deliver(hdr[2], hdr[3], value):
+                    self._ports.pop(hdr[1], None)
+            elif kind == RELEASE:
+                for seg in hdr[2]:
+                    self.pool.release(seg, hdr[1])
+            elif kind == PROC_DEAD:
+                self.proc_failed(hdr[1], hdr[2], hdr[3] if len(hdr) > 3 else ())
+            else:
+                h = self.handlers.get(kind)
+                if h is not None:
+                    h(self, hdr, data, frames[1:])
+        except Exception:
+            import traceback
+            traceback.print_exc()
 
     def proc_failed(self, proc_key: str, cause: str, addrs=()) -> int:
         """THE place where pending calls on a failed proc end (with SupervisionError).
@@ -322,7 +320,6 @@ class Node(PumpMixin):
             s.close(linger=0)
         self._fds.clear()
         os.close(self._wake_fd)
-        os.close(self._wakeA)
         self.ctx.term()
         self.pool.close()
         for a in (self.addr, self.direct_addr):

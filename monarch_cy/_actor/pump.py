@@ -8,9 +8,12 @@ each inbox:
   watches fds (pidfds, the fork server's status pipe), runs timers and queued
   callables, and flushes shm releases.  Handlers never block.
 * ``direct`` (replies to calls): the thread blocked in ``Future.get()`` (under
-  ``_pumpA``), so the reply wakes it without a hop; an asyncio loop that awaits
-  pumps it from ``add_reader``; the I/O thread *adopts* it only while some waiter
-  cannot pump it itself (a second concurrent waiter, a callback).
+  ``_pumpA``), in a plain blocking ``recv`` on the socket (no poll set: fewer
+  syscalls and no Python per wake-up), so the reply wakes it without a hop; a
+  WAKE message sent to ``direct`` (:meth:`PumpMixin.wake_direct`) ends that receive
+  when its future was resolved elsewhere.  An asyncio loop that awaits pumps it
+  from ``add_reader``; the I/O thread *adopts* it only while some waiter cannot
+  pump it itself (a second concurrent waiter, a callback).
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from monarch_cy._actor.future import _PENDING
 
 __all__ = ["PumpMixin"]
 
-_B = None            # zmq.backend.Socket and zmq_poll, set when the first Node is made
-_zmq_poll = None
+_B = None            # zmq.backend.Socket, set when the first Node is made
 
 
 class PumpMixin:
@@ -116,11 +118,13 @@ class PumpMixin:
 
     def wake_direct(self) -> None:
         """Wake a thread pumping ``direct`` (its futures may have been resolved
-        elsewhere, e.g. failed by a proc death)."""
-        try:
-            os.eventfd_write(self._wakeA, 1)
-        except OSError:
-            pass
+        elsewhere, e.g. failed by a proc death): a WAKE message, sent to ``direct``
+        over an ordinary authenticated connection, ends its blocking receive."""
+        if not self._closed:
+            try:
+                self.send(self.direct_addr, [self._wake_msg])
+            except Exception:  # noqa: BLE001 - closing: nobody to wake
+                pass
 
     def adopt(self) -> None:
         """Ask the I/O thread to pump ``direct`` too (until :meth:`unadopt`)."""
@@ -219,9 +223,9 @@ class PumpMixin:
                 self.unadopt()
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
-            zmq_poll = _zmq_poll
             direct = self.direct
-            items = self._itemsA
+            recv, handle = self.recv, self._handle_msg
+            again = self._zmq.Again
             while fut._value is _PENDING:
                 if deadline is None:
                     ms = -1
@@ -230,14 +234,14 @@ class PumpMixin:
                     if left <= 0:
                         return False
                     ms = max(1, int(left * 1000))
-                for sock, _ in zmq_poll(items, ms):
-                    if sock is direct:
-                        self._drain(direct)
-                    else:
-                        try:
-                            os.eventfd_read(self._wakeA)
-                        except BlockingIOError:
-                            pass
+                if ms != self._direct_timeout:    # ZMQ_RCVTIMEO
+                    _B.set(direct, 27, ms)
+                    self._direct_timeout = ms
+                try:
+                    frames = recv(direct)          # blocks without the GIL
+                except again:
+                    continue
+                handle(frames)
             return True
         finally:
             self._pumpA.release()
