@@ -194,9 +194,9 @@ class ActorHost:
         handle = self._handle
         recv = self.node.recv
 
-        def drain():
+        def drain():          # to EAGAIN (ZMQ_FD is edge-triggered)
             try:
-                while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                while True:
                     handle(recv(sock, zmq.NOBLOCK), loop)
             except zmq.Again:
                 pass
@@ -210,7 +210,7 @@ class ActorHost:
     def _handle(self, frames, loop=None) -> None:
         node = self.node
         f0 = frames[0]
-        n = f0[0] | (f0[1] << 8)
+        n = f0[0] | ((f0[1] & 0x7F) << 8)     # bit 15: more frames (Node.recv)
         mv = memoryview(f0)
         method, raddr, port_id, rank, rkey = pickle.loads(mv[2:2 + n])
         try:

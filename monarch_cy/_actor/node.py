@@ -19,8 +19,8 @@ Threads and sockets
 * One place watches proc exit: pidfds polled by the pump (``watch_pid``).  One place
   fails pending calls: :meth:`Node.proc_failed`.
 
-Message frames: first frame = u16 header length + pickled header tuple (its first
-item is the kind) + pickled payload; then, when the payload kept large buffers out
+Message frames: first frame = u16 header length (bit 15 set when more frames
+follow) + pickled header tuple (its first item is the kind) + pickled payload; then, when the payload kept large buffers out
 of band, a descriptor frame and the inline buffers (see :meth:`Node.encode`).
 """
 
@@ -138,15 +138,22 @@ class Node(PumpMixin):
             if len(frames) == 1:
                 bsend(ent[0], frames[0], 0, True, False)
             else:
+                f0 = frames[0]            # flag "more frames follow" (see recv)
+                bsend(ent[0], bytes((f0[0], f0[1] | 0x80)) + f0[2:], 2, True, False)
                 last = len(frames) - 1
-                for i, f in enumerate(frames):
+                for i in range(1, last + 1):
+                    f = frames[i]
                     big = not isinstance(f, bytes) and memoryview(f).nbytes >= 65536
                     bsend(ent[0], f, 0 if i == last else 2, not big, False)
 
     def recv(self, sock, flags: int = 0) -> list:
-        """Receive one message: ``[bytes, *zero-copy Frames]``."""
+        """Receive one message: ``[bytes, *zero-copy Frames]``.
+
+        The sender sets bit 15 of the header length (:func:`pack`) when more frames
+        follow, so a one-frame message costs no ``RCVMORE`` query (a slow call).
+        """
         f0 = _B.recv(sock, flags, True, False)
-        if not _B.get(sock, 13):
+        if not f0[1] & 0x80:
             return [f0]
         out = [f0]
         while True:
@@ -227,14 +234,19 @@ class Node(PumpMixin):
             elif owner not in self.dead:
                 self.send(owner, [pack((RELEASE, self.key, segs))])
 
-    def _drain(self, inbox) -> None:
+    def _drain(self, inbox) -> bool:
+        """Handle what ``inbox`` holds now; True when it stopped at its cap of 1000
+        messages (more may be queued), False when the socket ran dry."""
         recv = self.recv
-        get = _B.get
         handle = self._handle_msg
+        again = self._zmq.Again
         for _ in range(1000):
-            if not get(inbox, 15) & 1:        # ZMQ_EVENTS & POLLIN: nothing queued
-                return
-            handle(recv(inbox, 1))
+            try:
+                frames = recv(inbox, 1)       # NOBLOCK (cheaper than asking EVENTS)
+            except again:
+                return False
+            handle(frames)
+        return True
 
     def _handle_msg(self, frames) -> None:
         """Act on one received message (a reply, a release, a control message)."""
@@ -335,14 +347,17 @@ def _buf(f):
 
 
 def pack(hdr: tuple, data=b"") -> bytes:
-    """First frame of a message: u16 header length, pickled header, payload."""
+    """First frame of a message: u16 header length (bit 15 is left clear: the sender
+    sets it when more frames follow), pickled header, payload."""
     h = pickle.dumps(hdr, 5)
+    if len(h) >= 0x8000:
+        raise ValueError(f"message header too large ({len(h)} bytes)")
     return len(h).to_bytes(2, "little") + h + data
 
 
 def unpack(f0) -> tuple:
     """``(header tuple, payload memoryview)`` of a first frame."""
-    n = f0[0] | (f0[1] << 8)
+    n = f0[0] | ((f0[1] & 0x7F) << 8)
     mv = memoryview(f0)
     return pickle.loads(mv[2:2 + n]), mv[2 + n:]
 

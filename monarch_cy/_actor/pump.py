@@ -183,15 +183,15 @@ class PumpMixin:
             return
         loops.add(loop)
         fd = _B.get(self.direct, 14)          # ZMQ_FD (edge-triggered: drain fully)
-        direct, lock, get = self.direct, self._pumpA, _B.get
+        direct, lock = self.direct, self._pumpA
 
         def on_readable():
             if lock.acquire(False):
                 try:
-                    self._drain(direct)
+                    more = self._drain(direct)   # to EAGAIN: re-arms the edge
                 finally:
                     lock.release()
-                if get(direct, 15) & 1:
+                if more:
                     loop.call_soon(on_readable)
             else:                              # a thread is pumping: look again soon
                 loop.call_later(0.0005, on_readable)
