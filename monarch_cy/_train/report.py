@@ -69,8 +69,8 @@ def write_plot(out_dir: str, history: list[dict], faults: list[dict]) -> str:
         ax.annotate(f"rank(s) {f['ranks']} killed\nback in {f['recovery_s']:.2f} s", (f["step"], ax.get_ylim()[1]),
                     textcoords="offset points", xytext=(4, -24), fontsize=8, color="tab:red")
     ax.set_title("monarch-cy train: data-parallel char-GPT")
-    fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.9), fontsize=8)
-    fig.tight_layout()
+    fig.legend(loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     path = os.path.join(out_dir, "training.png")
     fig.savefig(path)
     plt.close(fig)
