@@ -35,6 +35,8 @@ R = TypeVar("R")
 
 
 _node_mod = None
+_dumps = pickle.dumps
+_make = Future._make
 
 
 def _load_node():
@@ -204,26 +206,37 @@ class Endpoint(Generic[R]):
         return self._one(granks[0], args, kwargs)
 
     def _one(self, g, args, kwargs) -> Future:
+        # The hot path of call_one/choose: _prepare and _check_self inlined.
         mesh = self._mesh
-        node, procs, direct = self._prepare((g,))
-        proc = procs[0]
-        if proc in node.dead:
+        node = _node_mod._node if _node_mod is not None else None
+        if node is None:
+            node = _load_node()
+        st = mesh._state
+        if st is not None and st.stopped:
+            raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
+                                   "calls on it are refused")
+        proc = mesh._procs[g]
+        dead = node.dead
+        if dead and proc in dead:
             _seen(proc)
-            return Future._resolved(exc=SupervisionError(mesh._name, g, node.dead[proc]))
+            return Future._resolved(exc=SupervisionError(mesh._name, g, dead[proc]))
         try:
-            data, extras = node.encode((args, kwargs), procs)
+            data, extras = node.encode((args, kwargs), (proc,))
         except TypeError as e:
             raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
                             f"sent: {e}") from e.__cause__
-        fut = Future._make(node if direct else None)
+        fut = _make(node)
         col = OneCollector(fut, proc, mesh._name, g)
-        _check_self(mesh, (g,), col)
-        port_id = node.register_port(col)
-        h = pickle.dumps((self._name, node.direct_addr if direct else node.addr, port_id,
-                          0, node.key), 5)
-        node.send(mesh._addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
-        if proc in node.dead:     # it failed while we sent: do not hang
-            _late_dead(node, port_id, col, proc, mesh._addrs[g])
+        addr = mesh._addrs[g]
+        inst = getattr(_LOCAL if _LOCAL is not None else _actor_local(), "instance", None)
+        if inst is not None and inst.sync and addr == inst.addr:
+            fut._self_wait = f"{inst.actor_id} calling {mesh._name}"
+        port_id = next(node._port_ids)
+        node._ports[port_id] = col
+        h = _dumps((self._name, node.direct_addr, port_id, 0, node.key), 5)
+        node.send(addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+        if proc in dead:          # it failed while we sent: do not hang
+            _late_dead(node, port_id, col, proc, addr)
         if self._timeout is not None:
             self._arm(node, port_id, [fut])
         return fut
