@@ -153,7 +153,9 @@ def zygote_main(first: dict, stdin) -> None:
                 except BlockingIOError:
                     continue
                 if not chunk:
-                    return
+                    # EOF: the controller is gone.  This can be seen before the
+                    # parent-death SIGTERM arrives; clean up the same way.
+                    parent_died(0, None)
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
