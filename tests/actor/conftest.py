@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from _leakcheck import no_leaks
+
 sys.path.insert(0, os.path.dirname(__file__))
 
 _names = itertools.count()
@@ -21,40 +23,10 @@ def uniq(prefix: str = "a") -> str:
     return f"{prefix}{next(_names)}"
 
 
-def children() -> list:
-    """Pids of every descendant of this process (procs are forked by a zygote
-    child), zombies included."""
-    parent = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(d)] = int(fields[1])
-    out, frontier = [], {os.getpid()}
-    while frontier:
-        kids = {p for p, pp in parent.items() if pp in frontier}
-        out.extend(kids)
-        frontier = kids
-    return out
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _no_leaks():
-    shm_before = set(os.listdir("/dev/shm"))
-    kids_before = set(children())
-    yield
-    from monarch_cy._actor import node as _node
-    if _node.current_node() is not None:
-        from monarch_cy._actor.proc_mesh import stop_all
-        stop_all(grace=3.0)
-    leftover = set(children()) - kids_before
-    assert not leftover, f"child processes left behind: {leftover}"
-    new_shm = set(os.listdir("/dev/shm")) - shm_before
-    assert not new_shm, f"/dev/shm segments left behind: {new_shm}"
+    with no_leaks():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from _actors import Victim
-from conftest import children
+from _leakcheck import children
 from monarch_cy.actor import SupervisionError, this_host
 import monarch_cy.actor as api
 

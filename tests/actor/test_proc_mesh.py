@@ -5,7 +5,7 @@ import time
 import pytest
 
 from _actors import Echo, ExitInInit
-from conftest import children
+from _leakcheck import children
 from monarch_cy.actor import (MeshStoppedError, ProcMesh, SupervisionError, this_host)
 
 
