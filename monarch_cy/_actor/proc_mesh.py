@@ -299,6 +299,10 @@ class ProcMesh(MeshTrait):
         ``ranks``: ranks of this mesh (default: every failed one).  See
         :mod:`.respawn` for exactly what happens; raises ``MeshStoppedError`` on a
         mesh stopped on purpose and ``ValueError`` for a healthy or unknown rank.
+
+        With ``ranks=None`` the ranks are those whose failure the controller has
+        processed: an actor failure seen by a caller as ``SupervisionError`` can
+        precede the report that marks its rank failed by a moment.
         """
         from monarch_cy._actor import respawn
         return respawn.respawn(self, ranks)
