@@ -241,9 +241,14 @@ def candidates(requested: str | None = None) -> list[Candidate]:
             for sub in ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib"):
                 for f in sorted(glob.glob(str(site / sub / "libcudart.so.1*")), reverse=True):
                     out.append(Candidate("cuda", f, "pip wheel"))
+    return unique_candidates(out)
+
+
+def unique_candidates(cands: list[Candidate]) -> list[Candidate]:
+    """``cands`` without repeats (same platform and file, after resolving links), in order."""
     seen: set[tuple[str, str]] = set()
     unique = []
-    for c in out:
+    for c in cands:
         key = (c.platform, os.path.realpath(c.location) if os.sep in c.location else c.location)
         if key not in seen:
             seen.add(key)

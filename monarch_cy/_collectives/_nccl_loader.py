@@ -27,12 +27,11 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from monarch_cy import _runtime
+from monarch_cy._runtime import Candidate, _open, _site_dirs
 from monarch_cy._collectives._errors import NcclUnavailable
 
 __all__ = [
@@ -52,7 +51,6 @@ ENV_LIBRARY = "MONARCH_CY_NCCL_LIBRARY"
 MIN_VERSION = (2, 13, 0)  # ncclGetLastError; RCCL 2.13.4 (Debian trixie) is the oldest seen working
 _SONAMES = {"cuda": ("libnccl.so.2",), "rocm": ("librccl.so.1",)}
 _FILE_PATTERNS = {"cuda": "libnccl.so*", "rocm": "librccl.so*"}
-_MAPS_PATTERN = re.compile(r"(/\S*/(libnccl\.so[.\d]*|librccl\.so[.\d]*))$")
 
 
 def version_code(major: int, minor: int, patch: int) -> int:
@@ -67,16 +65,6 @@ def version_tuple(code: int) -> tuple[int, int, int]:
     if code >= 10000:
         return (code // 10000, code // 100 % 100, code % 100)
     return (code // 1000, code // 100 % 10, code % 100)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    platform: str
-    location: str
-    source: str  # "env", "already loaded", "torch", "system", "pip wheel"
-
-    def describe(self) -> str:
-        return f"{self.source}: {self.location} ({self.platform})"
 
 
 @dataclass(frozen=True)
@@ -145,24 +133,10 @@ def _platform_order() -> list[str]:
 
 
 def _loaded() -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                m = _MAPS_PATTERN.search(line.strip())
-                if m:
-                    entry = ("rocm" if "rccl" in m.group(2) else "cuda", m.group(1))
-                    if entry not in found:
-                        found.append(entry)
-    except OSError:
-        pass
-    return found
-
-
-def _site_dirs() -> list[Path]:
-    import sys
-
-    return [Path(p) for p in sys.path if p and os.path.isdir(p)]
+    """(platform, path) of NCCL/RCCL copies already mapped into this process."""
+    return [("cuda", p) for p in _runtime._loaded_files("libnccl.so")] + [
+        ("rocm", p) for p in _runtime._loaded_files("librccl.so")
+    ]
 
 
 def candidates() -> list[Candidate]:
@@ -200,20 +174,7 @@ def candidates() -> list[Candidate]:
             f = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
             if f.exists():
                 out.append(Candidate("cuda", str(f), "pip wheel"))
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for c in out:
-        key = (c.platform, os.path.realpath(c.location) if os.sep in c.location else c.location)
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    return unique
-
-
-def _open(c: Candidate) -> ctypes.CDLL:
-    if c.source == "already loaded":
-        return ctypes.CDLL(c.location, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-    return ctypes.CDLL(c.location)
+    return _runtime.unique_candidates(out)
 
 
 def _addresses(lib: ctypes.CDLL) -> tuple[list[int], tuple[str, ...]]:
