@@ -18,10 +18,10 @@ import tempfile
 import pytest
 
 from monarch_cy._train.config import TrainConfig
-from monarch_cy._train.controller import TrainingRun
+from monarch_cy._train.controller import TrainingRun, _gpu_count
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STEPS, WARMUP, PROCS = 40, 10, 4
+STEPS, WARMUP, CPU_PROCS = 40, 10, 4
 
 
 def _torchrun_steps_per_s(nproc: int) -> float:
@@ -42,7 +42,10 @@ def _torchrun_steps_per_s(nproc: int) -> float:
 def test_train_steps_per_s_vs_torchrun_ddp(benchmark):
     out = tempfile.mkdtemp(prefix="mcy-bench-train-")
     try:
-        run = TrainingRun(TrainConfig(procs=PROCS, steps=STEPS, checkpoint_every=0, progress="none", out_dir=out))
+        # One proc per GPU where GPUs exist (procs=None), else 4 CPU procs.
+        gpus = _gpu_count()
+        run = TrainingRun(TrainConfig(procs=None if gpus else CPU_PROCS, steps=STEPS, checkpoint_every=0,
+                                      progress="none", out_dir=out))
         summary = benchmark.pedantic(run.run, rounds=1, iterations=1)
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -75,8 +75,9 @@ class TrainConfig:
             positive("procs")
             if self.procs > MAX_PROCS:
                 raise ValueError(f"--procs must be at most {MAX_PROCS}, got {self.procs}")
-            if self.device == "gpu" and self.procs > gpus:
-                raise ValueError(f"--procs {self.procs} is more than the {gpus} GPU(s) found")
+            if self.device in ("auto", "gpu") and self.use_gpus(gpus) and self.procs > gpus:
+                raise ValueError(f"--procs {self.procs} is more than the {gpus} GPU(s) found "
+                                 "(one proc per GPU; --device cpu runs CPU procs instead)")
         if self.width % self.heads:
             raise ValueError(f"--width ({self.width}) must be a multiple of --heads ({self.heads})")
         if not (0 < self.lr < 1):

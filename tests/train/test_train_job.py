@@ -35,6 +35,17 @@ def test_bad_options_exit_2(args, message):
     assert message in r.stderr
 
 
+def test_more_procs_than_gpus_is_refused_unless_cpu():
+    """With GPUs present, procs beyond the GPU count would start procs with no device."""
+    with pytest.raises(ValueError, match="more than the 1 GPU"):
+        TrainConfig(procs=4).validate(gpus=1)
+    with pytest.raises(ValueError, match="more than the 2 GPU"):
+        TrainConfig(procs=3, device="gpu").validate(gpus=2)
+    TrainConfig(procs=4, device="cpu").validate(gpus=1)
+    TrainConfig(procs=4).validate(gpus=0)
+    TrainConfig(procs=1).validate(gpus=1)
+
+
 def test_short_run_learns_and_replicas_agree(tmp_path):
     run = TrainingRun(TrainConfig(procs=2, steps=30, width=64, heads=2, batch=8, block=32,
                                   checkpoint_every=20, progress="none", out_dir=str(tmp_path)))
