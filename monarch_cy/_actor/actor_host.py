@@ -33,6 +33,7 @@ import sys
 import threading
 import traceback
 
+from monarch_cy._actor import unixsock
 from monarch_cy._actor.actor import ActorInstance, _set_current, endpoint_table
 from monarch_cy._actor.errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._actor.ports import Port
@@ -175,7 +176,7 @@ class ActorHost:
                 self._run_async(sock)
             else:
                 self._run_sync(sock)
-        except zmq.ContextTerminated:
+        except (zmq.ContextTerminated, unixsock.Closed):
             pass
         finally:
             sock.close(linger=0)
@@ -198,12 +199,13 @@ class ActorHost:
             try:
                 while True:
                     handle(recv(sock, zmq.NOBLOCK), loop)
-            except zmq.Again:
+            except (zmq.Again, unixsock.Again):
                 pass
-            except zmq.ContextTerminated:
+            except (zmq.ContextTerminated, unixsock.Closed):
                 loop.stop()
 
-        loop.add_reader(sock.getsockopt(zmq.FD), drain)
+        fd = sock.fileno() if isinstance(sock, unixsock.Inbox) else sock.getsockopt(zmq.FD)
+        loop.add_reader(fd, drain)
         loop.call_soon(drain)
         loop.run_forever()
 

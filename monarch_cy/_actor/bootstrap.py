@@ -52,10 +52,7 @@ def _stop(node, hdr, data, extras) -> None:
         sys.stderr.flush()
     except Exception:
         pass
-    with node._out_lock:
-        for s, lock in node._out.values():
-            lock.acquire()
-            s.close(linger=1000)
+    node.close_outlets(1.0)
     node.inbox.close(linger=0)
     node._zap.close(linger=0)
     node.direct.close(linger=0)     # else ctx.term() waits for it: the join below times out

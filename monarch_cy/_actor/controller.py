@@ -34,9 +34,11 @@ def next_id() -> int:
 
 
 def transport() -> str:
-    t = os.environ.get("MONARCH_CY_TRANSPORT", "ipc").strip().lower()
-    if t not in ("ipc", "tcp"):
-        raise ValueError(f"MONARCH_CY_TRANSPORT={t!r}; use 'ipc' or 'tcp'")
+    """``MONARCH_CY_TRANSPORT``: ``unix`` (default: AF_UNIX seqpacket, see
+    :mod:`.unixsock`), ``ipc`` (zmq over ipc://) or ``tcp`` (zmq over loopback)."""
+    t = os.environ.get("MONARCH_CY_TRANSPORT", "unix").strip().lower()
+    if t not in ("unix", "ipc", "tcp"):
+        raise ValueError(f"MONARCH_CY_TRANSPORT={t!r}; use 'unix', 'ipc' or 'tcp'")
     return t
 
 
@@ -52,7 +54,7 @@ def alloc_addr(node, tag: str, proc_key: str | None = None) -> str:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return f"tcp://127.0.0.1:{s.getsockname()[1]}"
-    return f"ipc://{node.rundir}/{tag}"
+    return f"{'ipc' if transport() == 'ipc' else 'unix'}://{node.rundir}/{tag}"
 
 
 def make_controller_node(host: str | None = None, secret: bytes | None = None) -> Node:
@@ -77,7 +79,8 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
                 addrs.append(f"tcp://127.0.0.1:{s.getsockname()[1]}")
         addr, daddr = addrs
     else:
-        addr, daddr = f"ipc://{rundir}/c", f"ipc://{rundir}/cd"
+        scheme = "ipc" if transport() == "ipc" else "unix"
+        addr, daddr = f"{scheme}://{rundir}/c", f"{scheme}://{rundir}/cd"
     node = Node(addr, keys, rundir=rundir, is_controller=True, direct_addr=daddr)
     SINK = logs.LogSink(node)
     node.handlers[SPAWN] = actor_host.handle_spawn

@@ -2,7 +2,10 @@
 
 Threads and sockets
 -------------------
-* ``inbox`` (PULL, CURVE server) receives replies, port messages, logs, buffer
+* Transports: ``unix://`` addresses (the default between procs of one host) are
+  AF_UNIX seqpacket sockets, :mod:`.unixsock`; ``tcp://`` and ``ipc://`` are zmq
+  sockets with CurveZMQ.  A node binds its inboxes on one kind and sends to either.
+* ``inbox`` (PULL, CURVE server; or a unix inbox) receives replies, port messages, logs, buffer
   releases and control messages for this process.  Actors have their own sockets
   (see :mod:`.actor_host`), read by the actor's thread directly, with no hop.
 * Outgoing messages go through one PUSH socket per destination address, used from
@@ -32,7 +35,7 @@ import threading
 from collections import deque
 from itertools import count
 
-from monarch_cy._actor import shm, wire
+from monarch_cy._actor import shm, unixsock, wire
 from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
 from monarch_cy._actor.pump import PumpMixin
 
@@ -62,11 +65,17 @@ class Node(PumpMixin):
         self.is_controller = is_controller
         self.ctx = zmq.Context()
         self.ctx.linger = 0
+        import weakref
+        self._unix_inboxes = weakref.WeakSet()   # to interrupt their readers on close
         self._zap = self.ctx.socket(zmq.REP)
         self._zap.bind(ZAP_ENDPOINT)          # before any server socket exists
         self.inbox = self.server_socket(zmq.PULL, addr)
         self.direct_addr = direct_addr or addr + "d"
         self.direct = self.server_socket(zmq.PULL, self.direct_addr)
+        self._again = (zmq.Again, unixsock.Again)
+        unix = self.inbox.__class__ is unixsock.Inbox
+        self._inbox_fd = self.inbox.fileno() if unix else -1
+        self._direct_fd = self.direct.fileno() if unix else -1
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._poller = zmq.Poller()
         self._poller.register(self.inbox, zmq.POLLIN)
@@ -74,7 +83,6 @@ class Node(PumpMixin):
         self._poller.register(self._wake_fd, zmq.POLLIN)
         self._pumpA = threading.Lock()
         self._adopt = 0               # waiters that need the I/O thread to pump direct
-        import weakref
         self._loops = weakref.WeakSet()  # asyncio loops that pump direct themselves
         self._adopted = False
         self._out = {}
@@ -88,6 +96,7 @@ class Node(PumpMixin):
         self._todo = deque()          # callables to run in the pump
         self._releases = deque()      # (owner addr, seg_id)
         self._timers = []             # (deadline, fn)
+        self._wfds = {}               # fd -> unix Outlet waiting for room to send
         self.pool = shm.ShmPool()
         self.handlers = {}            # extra kinds -> fn(node, hdr, frames)
         self._mu = threading.Lock()
@@ -100,6 +109,12 @@ class Node(PumpMixin):
 
     # -- sockets -----------------------------------------------------------
     def server_socket(self, kind, addr: str):
+        """A bound socket this node reads: a zmq socket of ``kind`` (CURVE server), or
+        for a ``unix://`` address a :class:`unixsock.Inbox` (``kind`` is ignored)."""
+        if addr.startswith(unixsock.SCHEME):
+            box = unixsock.Inbox(addr, self.keys.secret)
+            self._unix_inboxes.add(box)
+            return box
         s = self.ctx.socket(kind)
         s.linger = 0
         s.rcvhwm = _HWM
@@ -121,8 +136,11 @@ class Node(PumpMixin):
     def send(self, addr: str, frames) -> None:
         """Send one message (``frames[0]`` bytes, then zero-copy extras) to ``addr``.
 
-        FIFO per destination; thread-safe (one lock per destination socket).
+        FIFO per destination; thread-safe (one lock per destination socket).  Never
+        blocks on a slow or absent ``unix://`` peer (see :class:`unixsock.Outlet`).
         """
+        if addr[0] == "u":
+            return self._send_unix(addr, frames)
         ent = self._out.get(addr)
         if ent is None:
             with self._out_lock:
@@ -146,12 +164,31 @@ class Node(PumpMixin):
                     big = not isinstance(f, bytes) and memoryview(f).nbytes >= 65536
                     bsend(ent[0], f, 0 if i == last else 2, not big, False)
 
+    def _send_unix(self, addr: str, frames) -> None:
+        o = self._out.get(addr)
+        if o is None:
+            with self._out_lock:
+                o = self._out.get(addr)
+                if o is None:
+                    if self._closed:
+                        return
+                    o = self._out[addr] = unixsock.Outlet(addr, self.keys.secret)
+        if o.closed:                      # forgotten meanwhile (its peer died)
+            if self._out.get(addr) is o:
+                return
+            return self._send_unix(addr, frames)
+        if not o.send(frames):
+            self.call_in_pump(lambda: self._arm_outlet(o))
+
     def recv(self, sock, flags: int = 0) -> list:
         """Receive one message: ``[bytes, *zero-copy Frames]``.
 
         The sender sets bit 15 of the header length (:func:`pack`) when more frames
         follow, so a one-frame message costs no ``RCVMORE`` query (a slow call).
+        ``flags`` 1 (NOBLOCK): raise ``Again`` (zmq's or unixsock's) when empty.
         """
+        if sock.__class__ is unixsock.Inbox:
+            return sock.recv(0 if flags else -1)
         f0 = _B.recv(sock, flags, True, False)
         if not f0[1] & 0x80:
             return [f0]
@@ -171,8 +208,7 @@ class Node(PumpMixin):
         data, bufs = wire.dumps(obj)
         if not bufs:
             return data, ()
-        local = self.addr.startswith("ipc://") and \
-            all(r.startswith("ipc://") for r in receivers)
+        local = _same_host(self.addr) and all(_same_host(r) for r in receivers)
         descs, inline = [], []
         for b in bufs:
             if local and b.nbytes >= shm.SHM_THRESHOLD:
@@ -239,7 +275,7 @@ class Node(PumpMixin):
         messages (more may be queued), False when the socket ran dry."""
         recv = self.recv
         handle = self._handle_msg
-        again = self._zmq.Again
+        again = self._again
         for _ in range(1000):
             try:
                 frames = recv(inbox, 1)       # NOBLOCK (cheaper than asking EVENTS)
@@ -250,9 +286,9 @@ class Node(PumpMixin):
 
     def _handle_msg(self, frames) -> None:
         """Act on one received message (a reply, a release, a control message)."""
-        hdr, data = unpack(frames[0])
-        kind = hdr[0]
         try:
+            hdr, data = unpack(frames[0])
+            kind = hdr[0]
             if kind == REPLY:
                 col = self._ports.get(hdr[1])
                 if col is None:
@@ -306,9 +342,14 @@ class Node(PumpMixin):
         send opens a fresh one.  Thread-safe."""
         with self._out_lock:
             ents = [self._out.pop(a) for a in addrs if a in self._out]
-        for s, lock in ents:
-            with lock:
-                s.close(linger=0)
+        for ent in ents:
+            if ent.__class__ is unixsock.Outlet:
+                ent.discard()                 # nothing more leaves; the pump closes it
+                self.call_in_pump(lambda o=ent: self._retire_outlet(o))
+            else:
+                s, lock = ent
+                with lock:
+                    s.close(linger=0)
 
     def revive(self, proc_key: str) -> None:
         """``proc_key`` names a live proc again (it was respawned): calls reach it."""
@@ -323,11 +364,9 @@ class Node(PumpMixin):
         self.wake_direct()
         if self._io_thread is not None and self._io_thread is not threading.current_thread():
             self._io_thread.join(1.0)
-        with self._out_lock:
-            for s, lock in self._out.values():
-                with lock:
-                    s.close(linger=200)
-            self._out.clear()
+        self.close_outlets(0.2)
+        for box in list(self._unix_inboxes):
+            box.interrupt()                   # actor threads reading unix inboxes
         for s in (self.inbox, self.direct, self._zap):
             s.close(linger=0)
         self._fds.clear()
@@ -335,11 +374,37 @@ class Node(PumpMixin):
         self.ctx.term()
         self.pool.close()
         for a in (self.addr, self.direct_addr):
-            if a.startswith("ipc://"):
+            if a.startswith("ipc://") or a.startswith(unixsock.SCHEME):
                 try:
                     os.unlink(a[6:])
                 except OSError:
                     pass
+
+
+    def close_outlets(self, linger_s: float) -> None:
+        """Close every outgoing connection, first trying for up to ``linger_s`` to
+        send what is still queued (zmq's linger; unix outlets are flushed here)."""
+        with self._out_lock:
+            ents = list(self._out.values())
+            self._out.clear()
+        unix = [e for e in ents if e.__class__ is unixsock.Outlet]
+        for s, lock in (e for e in ents if e.__class__ is not unixsock.Outlet):
+            with lock:
+                s.close(linger=int(linger_s * 1000))
+        import time
+        end = time.monotonic() + linger_s
+        while unix:
+            unix = [o for o in unix if not o.flush()]
+            if not unix or time.monotonic() >= end:
+                break
+            time.sleep(0.001)
+        for e in ents:
+            if e.__class__ is unixsock.Outlet:
+                e.close()
+
+
+def _same_host(addr: str) -> bool:
+    return addr.startswith(unixsock.SCHEME) or addr.startswith("ipc://")
 
 
 def _buf(f):

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 
+from monarch_cy._actor import unixsock
 from monarch_cy._actor.future import _PENDING
 
 __all__ = ["PumpMixin"]
@@ -72,6 +73,30 @@ class PumpMixin:
             self._poller.register(fd, self._zmq.POLLIN)
         self.call_in_pump(reg)
 
+    # -- unix outlets with a backlog (see unixsock.Outlet) -------------------------
+    def _arm_outlet(self, o) -> None:
+        """In the pump: flush ``o`` when its socket is writable or after its retry
+        delay, until its backlog is empty."""
+        if o.closed:
+            return self._retire_outlet(o)
+        if o.want == "write" and o.fd >= 0:
+            if o.fd not in self._wfds:
+                self._wfds[o.fd] = o
+                self._poller.register(o.fd, self._zmq.POLLOUT)
+        else:
+            self._timers.append((time.monotonic() + o.retry_s, lambda: self._flush_outlet(o)))
+
+    def _flush_outlet(self, o) -> None:
+        if not o.flush():
+            self._arm_outlet(o)
+
+    def _retire_outlet(self, o) -> None:
+        """In the pump: stop watching ``o`` and close it (it was forgotten)."""
+        if self._wfds.get(o.fd) is o:
+            del self._wfds[o.fd]
+            self._poller.unregister(o.fd)
+        o.close()
+
     def _poll_once(self, timeout_ms) -> None:
         if self._timers:
             now = time.monotonic()
@@ -88,9 +113,10 @@ class PumpMixin:
                     min(ms, timeout_ms)
         events = self._poller.poll(timeout_ms)
         for sock, _ in events:
-            if sock is self.inbox:
+            # zmq sockets come back as themselves, unix inboxes as their fd
+            if sock is self.inbox or sock == self._inbox_fd:
                 self._drain(self.inbox)
-            elif sock is self.direct:
+            elif sock is self.direct or sock == self._direct_fd:
                 self._drain(self.direct)
             elif sock is self._zap:
                 self.keys.handle_zap(self._zap)
@@ -99,6 +125,10 @@ class PumpMixin:
                     os.eventfd_read(self._wake_fd)
                 except BlockingIOError:
                     pass
+            elif sock in self._wfds:
+                o = self._wfds.pop(sock)
+                self._poller.unregister(sock)
+                _guard(self._flush_outlet, o)
             elif sock in self._fds:
                 cb = self._fds[sock]
                 keep = True
@@ -182,7 +212,10 @@ class PumpMixin:
         if loop in loops:
             return
         loops.add(loop)
-        fd = _B.get(self.direct, 14)          # ZMQ_FD (edge-triggered: drain fully)
+        if self.direct.__class__ is unixsock.Inbox:
+            fd = self.direct.fileno()           # level-triggered epoll fd
+        else:
+            fd = _B.get(self.direct, 14)        # ZMQ_FD (edge-triggered: drain fully)
         direct, lock = self.direct, self._pumpA
 
         def on_readable():
@@ -225,7 +258,8 @@ class PumpMixin:
             deadline = None if timeout is None else time.monotonic() + timeout
             direct = self.direct
             recv, handle = self.recv, self._handle_msg
-            again = self._zmq.Again
+            again = self._again
+            unix = direct.__class__ is unixsock.Inbox
             while fut._value is _PENDING:
                 if deadline is None:
                     ms = -1
@@ -234,11 +268,14 @@ class PumpMixin:
                     if left <= 0:
                         return False
                     ms = max(1, int(left * 1000))
-                if ms != self._direct_timeout:    # ZMQ_RCVTIMEO
-                    _B.set(direct, 27, ms)
-                    self._direct_timeout = ms
                 try:
-                    frames = recv(direct)          # blocks without the GIL
+                    if unix:
+                        frames = direct.recv(ms)   # blocks without the GIL
+                    else:
+                        if ms != self._direct_timeout:    # ZMQ_RCVTIMEO
+                            _B.set(direct, 27, ms)
+                            self._direct_timeout = ms
+                        frames = recv(direct)      # blocks without the GIL
                 except again:
                     continue
                 handle(frames)

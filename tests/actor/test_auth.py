@@ -8,7 +8,9 @@ import time
 import pytest
 import zmq
 
-from monarch_cy._actor.node import REPLY, get_node, pack
+from monarch_cy._actor import unixsock
+from monarch_cy._actor.auth import JobKeys
+from monarch_cy._actor.node import REPLY, Node, get_node, pack
 
 
 class _Evil:
@@ -29,67 +31,128 @@ def _targets(echo):
     return [node.addr, echo._procs[0], echo._addrs[1]]   # controller, a proc, an actor
 
 
+def _dropped(s) -> bool:
+    """True once the peer closes or resets the connection (within 5 s)."""
+    end = time.monotonic() + 5
+    s.settimeout(0.2)
+    try:
+        while time.monotonic() < end:
+            try:
+                if not s.recv(4096):
+                    return True
+            except socket.timeout:
+                continue
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    finally:
+        s.close()
+    return False
+
+
+def _seqpacket(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(5)
+    s.connect(path)
+    return s
+
+
+def test_default_transport_is_unix(echo):
+    assert all(a.startswith(unixsock.SCHEME) for a in _targets(echo))
+
+
 def test_raw_socket_pickle_is_dropped(echo, tmp_path):
+    """Every way in without the secret: the records are never read as messages."""
     for i, addr in enumerate(_targets(echo)):
-        path = str(tmp_path / f"pwned{i}")
-        if addr.startswith("ipc://"):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(5)
-            s.connect(addr[len("ipc://"):])
-        else:
-            host, port = addr[len("tcp://"):].rsplit(":", 1)
-            s = socket.create_connection((host, int(port)), timeout=5)
-        s.sendall(_payload(path) * 4)
-        dropped = False
-        end = time.monotonic() + 5
+        path = unixsock.path_of(addr)
+        evil = _payload(str(tmp_path / f"pwned{i}"))
+        # 1. a stream socket cannot even connect to a seqpacket listener
+        st = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with pytest.raises(OSError):
+            st.connect(path)
+        st.close()
+        # 2. no proof: a raw pickle, then well-formed data records (an evil header)
+        s = _seqpacket(path)
+        s.send(evil)
+        assert _dropped(s), f"peer not dropped by {addr}"
+        s = _seqpacket(path)
+        s.send(b"\x00" + len(evil).to_bytes(2, "little") + evil)
+        assert _dropped(s), f"peer not dropped by {addr}"
+        # 3. a proof made with another secret, then the evil record
+        s = _seqpacket(path)
+        nonce = os.urandom(16)
+        s.send(b"\x03" + nonce + unixsock._proof(os.urandom(32), path, nonce))
         try:
-            while time.monotonic() < end:
-                data = s.recv(4096)
-                if not data:
-                    dropped = True
-                    break
-        except (ConnectionResetError, BrokenPipeError):
-            dropped = True
-        finally:
-            s.close()
-        assert dropped, f"peer not dropped by {addr}"
+            s.send(b"\x00" + len(evil).to_bytes(2, "little") + evil)
+        except (BrokenPipeError, ConnectionResetError):
+            pass                                  # already dropped
+        assert _dropped(s), f"forged proof not dropped by {addr}"
         time.sleep(0.1)
-        assert not os.path.exists(path)
+        assert not os.listdir(tmp_path), os.listdir(tmp_path)
     assert echo.ping.call(1).get(10).values() == [1] * 4
 
 
-@pytest.mark.parametrize("mode", ["null", "wrong_key", "public_key_only"])
-def test_zmq_peer_without_secret_is_refused(echo, tmp_path, mode):
+def test_proof_with_the_secret_is_accepted(echo):
+    """Positive control for the test above: the same raw path with the job's secret
+    delivers a message (a reply to a port nobody waits on: dropped after decoding)."""
     node = get_node()
+    addr = node.addr
+    path = unixsock.path_of(addr)
+    s = _seqpacket(path)
+    nonce = os.urandom(16)
+    s.send(b"\x03" + nonce + unixsock._proof(node.keys.secret, path, nonce))
+    s.send(b"\x00" + pack((REPLY, 1, 0, True), pickle.dumps(1)))
+    s.settimeout(0.5)
+    with pytest.raises(socket.timeout):      # still connected: not dropped
+        s.recv(1)
+    s.close()
+
+
+class _Counter:
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, node, hdr, data, extras):
+        self.seen.append(bytes(data))
+
+
+@pytest.mark.parametrize("mode", ["null", "wrong_key", "public_key_only", "job_key"])
+def test_zmq_peer_without_secret_is_refused(tmp_path, mode):
+    """The zmq transports (tcp:// between hosts): CurveZMQ + ZAP admit only the job's
+    keypair.  A node of its own on loopback; ``job_key`` is the positive control."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    keys = JobKeys()
+    node = Node(f"tcp://127.0.0.1:{port}", keys, rundir=str(tmp_path), is_controller=False,
+                direct_addr=f"tcp://127.0.0.1:{port + 1 if port < 65535 else port - 1}")
+    counter = node.handlers[99] = _Counter()
+    node.start_io_thread()
     ctx = zmq.Context()
-    paths = []
+    path = str(tmp_path / f"{mode}-pwned")
     try:
-        for i, addr in enumerate(_targets(echo)):
-            s = ctx.socket(zmq.PUSH)
-            s.linger = 0
-            if mode != "null":
-                pub, sec = zmq.curve_keypair()
-                s.curve_serverkey = node.keys.public_z85
-                s.curve_publickey = pub if mode == "wrong_key" else node.keys.public_z85
-                s.curve_secretkey = sec
-            s.connect(addr)
-            path = str(tmp_path / f"{mode}{i}")
-            paths.append(path)
-            evil = _payload(path)
-            for _ in range(3):
+        s = ctx.socket(zmq.PUSH)
+        s.linger = 0
+        if mode != "null":
+            pub, sec = zmq.curve_keypair()
+            s.curve_serverkey = keys.public_z85
+            s.curve_publickey = keys.public_z85 if mode != "wrong_key" else pub
+            s.curve_secretkey = keys.secret_z85 if mode == "job_key" else sec
+        s.connect(node.addr)
+        evil = _payload(path)
+        for _ in range(3):
+            for frame in (len(evil).to_bytes(2, "little") + evil, pack((99,), b"benign")):
                 try:
-                    s.send(pack((REPLY, 1, 0, True), evil), zmq.NOBLOCK)
-                except zmq.Again:
-                    pass
-                try:
-                    s.send(pack(("ping", node.addr, 0, 0, node.key), evil), zmq.NOBLOCK)
+                    s.send(frame, zmq.NOBLOCK)
                 except zmq.Again:
                     pass
         time.sleep(0.5)
-        assert not any(os.path.exists(p) for p in paths)
+        if mode == "job_key":
+            assert os.path.exists(path) and counter.seen == [b"benign"] * 3
+        else:
+            assert not os.path.exists(path) and counter.seen == []
     finally:
         ctx.destroy(linger=0)
-    assert echo.ping.call(2).get(10).values() == [2] * 4
+        node.close()
 
 
 def test_secret_not_on_command_line_or_env(echo):
