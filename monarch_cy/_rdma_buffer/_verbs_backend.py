@@ -14,9 +14,17 @@ Per process, made on first use: one device context (the first verbs device, or
   registered for the operation and deregistered after it.  An error completion
   leaves the queue pair dead: it is closed and the next operation reconnects.
 
-Where a dropped buffer's region is gone the completion fails with
-``IBV_WC_REM_ACCESS_ERR``; the reader then asks the owner and raises
-``BufferDroppedError`` when that is why.
+Errors of an operation, as the reader raises them:
+
+* the owner's death -- known to the actor runtime before the operation, or
+  learnt while its completions are awaited (checked every ``CHECK_INTERVAL``
+  seconds: the device may keep retrying a dead peer for a long time; soft-RoCE
+  had not given up a minute after the owner was killed) -- is ``OwnerDiedError``;
+* completions not all in by the deadline: ``RDMATimeoutError``;
+* an error completion: the reader asks the owner's service why.  A dropped
+  buffer's region is gone (``IBV_WC_REM_ACCESS_ERR``): ``BufferDroppedError``; an
+  owner that died meanwhile (retries exhausted): ``OwnerDiedError``; an owner that
+  answers that all is well: the ``VerbsError`` itself.
 """
 
 from __future__ import annotations
@@ -28,7 +36,10 @@ import time
 
 from monarch_cy._rdma_buffer._local import Span
 
-__all__ = ["available", "unavailable_reason", "register", "accept", "read", "write"]
+__all__ = ["available", "unavailable_reason", "device_name", "queue_pair_num", "register",
+           "accept", "read", "write"]
+
+CHECK_INTERVAL = 0.1   # seconds between looks at the owner's liveness while waiting
 
 _lock = threading.Lock()
 _state = None          # (pid, Context, ProtectionDomain)
@@ -62,6 +73,18 @@ def _pd():
             ctx = Context(os.environ.get("MONARCH_CY_RDMA_DEVICE") or None)
             _state = (os.getpid(), ctx, ProtectionDomain(ctx))
         return _state[2]
+
+
+def device_name() -> str:
+    """The name of the verbs device this process uses (opened on first use)."""
+    return _pd().context.name
+
+
+def queue_pair_num(owner_key: str) -> int | None:
+    """Reader side: the number of the live queue pair to ``owner_key`` (None: none)."""
+    ent = _qps.get(owner_key)
+    qp = ent[0] if ent is not None else None
+    return None if qp is None or qp.closed else qp.qp_num
 
 
 def register(span: Span):
@@ -129,7 +152,7 @@ def _connected(h, timeout: float):
 
 def _run(h, span: Span, local_offset: int, offset: int, n: int, deadline: float,
          read: bool) -> None:
-    from monarch_cy._verbs import VerbsError
+    from monarch_cy._rdma_buffer import _watch
     if n == 0:
         return
     with _lock:
@@ -144,16 +167,48 @@ def _run(h, span: Span, local_offset: int, offset: int, n: int, deadline: float,
             remote_addr, _ = h.verbs.slice(offset, n)
             ops = [(mr.addr, mr.lkey, remote_addr, h.verbs.rkey, n)]
             try:
-                (qp.read if read else qp.write)(ops, timeout=max(0.1, deadline - time.monotonic()))
-            except VerbsError as e:
+                (qp.read if read else qp.write)(
+                    ops, timeout=max(0.1, deadline - time.monotonic()),
+                    check=lambda: _watch.check_owner(h), check_interval=CHECK_INTERVAL)
+            except BaseException as e:
+                # The queue pair is dead (error completion) or has requests
+                # outstanding (timeout, owner died): close it; the next operation
+                # reconnects.
                 qp.close()
                 ent[0] = None
-                if "REM_ACCESS" in getattr(e, "name", ""):
-                    from monarch_cy._rdma_buffer import _tcp
-                    _tcp.request(h, "check", (h.buf_id, h.token), 10.0)   # raises if dropped
-                raise
+                err = _explain(h, e, read, deadline)
+                if err is e:
+                    raise
+                raise err from e
         finally:
             mr.close()
+
+
+def _explain(h, e: BaseException, read: bool, deadline: float) -> BaseException:
+    """The error to raise for ``e``, a failed wait on ``h``'s owner (module docstring)."""
+    from monarch_cy._rdma_buffer import _tcp, _watch
+    from monarch_cy._rdma_buffer._errors import (BufferDroppedError, OwnerDiedError,
+                                                 RDMATimeoutError)
+    from monarch_cy._verbs import VerbsError, VerbsTimeout
+    if not isinstance(e, VerbsError):
+        return e                      # OwnerDiedError from the check, or an interrupt
+    try:
+        _watch.check_owner(h)
+    except OwnerDiedError as died:
+        return died
+    what = "read" if read else "write"
+    if isinstance(e, VerbsTimeout):
+        return RDMATimeoutError(f"rdma {what} (ibverbs) did not complete within its timeout")
+    # Ask the owner: dropped buffer, or dead (the wait for the answer is woken by
+    # the runtime's news of the death); an owner that answers "alive" leaves `e`.
+    try:
+        _tcp.request(h, "check", (h.buf_id, h.token),
+                     min(10.0, max(1.0, deadline - time.monotonic())))
+    except (BufferDroppedError, OwnerDiedError) as why:
+        return why
+    except RDMATimeoutError:
+        pass
+    return e
 
 
 def read(h, span: Span, dst_offset: int, offset: int, n: int, deadline: float) -> None:

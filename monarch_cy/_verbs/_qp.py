@@ -11,7 +11,11 @@ until every request has completed, at most ``timeout`` seconds.  Requests
 longer than the port's message limit are split; at most ``max_send_wr``
 requests are in flight (more are posted as half of them complete).  Local ranges are checked against
 the protection domain's live regions before anything is posted (``ValueError``
-for unregistered memory).  A failed completion raises ``VerbsError`` with its
+for unregistered memory).  ``check`` (optional) is called every
+``check_interval`` seconds while completions are awaited; whatever it raises
+abandons the wait, so a peer's death noticed elsewhere ends a wait the device
+may keep retrying for a long time (soft-RoCE had not given up a minute after
+its peer was killed).  A failed completion raises ``VerbsError`` with its
 ``ibv_wc_status`` name (``IBV_WC_REM_ACCESS_ERR`` for a bad rkey or a remote
 range outside the peer's region); after one, the queue pair is in the error
 state and good only for ``close()`` (connect a new one).
@@ -23,9 +27,10 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from monarch_cy import _rdma
+from monarch_cy._verbs._errors import VerbsTimeout
 from monarch_cy._verbs._memory import ProtectionDomain
 from monarch_cy._verbs._records import QPEndpoint
 from monarch_cy._resource import Owned
@@ -115,17 +120,27 @@ class QueuePair(Owned):
         self._check_open()
         return _rdma.WorkBatch(opcode, split_ops(ops, self._max_msg), self.pd._regions, wr_id_base)
 
-    def submit(self, batch: _rdma.WorkBatch, timeout: float = 30.0) -> None:
+    def submit(self, batch: _rdma.WorkBatch, timeout: float = 30.0, *,
+               check: Callable[[], None] | None = None, check_interval: float = 0.1) -> None:
         """Post ``batch`` and wait for all of it (GIL released while waiting).
 
         Keeps up to ``max_send_wr`` requests in flight: whenever half of them
         have completed, the next ones are posted.  ``timeout`` bounds the whole
         batch.  On an error completion the queue pair is dead (see the module
         docstring) and ``VerbsError`` propagates.
+
+        ``check``: called with no arguments about every ``check_interval``
+        seconds while no completion arrives; an exception it raises propagates
+        at once, leaving requests outstanding -- the queue pair is then good only
+        for ``close()``.
         """
         self._check_open()
         if not self.connected:
             raise ValueError("queue pair is not connected: call connect(peer_endpoint) first")
+        if check is not None and not callable(check):
+            raise TypeError(f"check must be callable or None, got {check!r}")
+        if not check_interval > 0:
+            raise ValueError(f"check_interval must be > 0 seconds, got {check_interval!r}")
         deadline = time.monotonic() + timeout
         total, depth = len(batch), self.max_send_wr
         step = max(1, depth // 2)
@@ -137,16 +152,37 @@ class QueuePair(Owned):
                 _rdma.post(self._qp, batch, posted, n)
                 posted += n
             k = min(posted - done, step)
-            _rdma.wait(self._cq, k, max(0.0, deadline - time.monotonic()))
+            if check is None:
+                _rdma.wait(self._cq, k, max(0.0, deadline - time.monotonic()))
+            else:
+                self._wait_checked(k, deadline, check, check_interval)
             done += k
 
-    def read(self, ops: Sequence[Op], timeout: float = 30.0) -> None:
-        """RDMA READ: copy each remote range into its local range; block until done."""
-        self.submit(self.batch(_rdma.OP_READ, ops), timeout)
+    def _wait_checked(self, k: int, deadline: float, check: Callable[[], None],
+                      interval: float) -> None:
+        """``k`` completions by ``deadline``, calling ``check`` between slices of
+        ``interval`` seconds.  One completion per wait: a wait that times out has
+        consumed none, so nothing is lost between slices."""
+        while k:
+            left = deadline - time.monotonic()
+            try:
+                _rdma.wait(self._cq, 1, max(0.0, min(interval, left)))
+            except VerbsTimeout:
+                if interval < left:
+                    check()
+                    continue
+                raise
+            k -= 1
 
-    def write(self, ops: Sequence[Op], timeout: float = 30.0) -> None:
-        """RDMA WRITE: copy each local range into its remote range; block until done."""
-        self.submit(self.batch(_rdma.OP_WRITE, ops), timeout)
+    def read(self, ops: Sequence[Op], timeout: float = 30.0, **kw) -> None:
+        """RDMA READ: copy each remote range into its local range; block until done.
+        Keyword arguments (``check``, ``check_interval``) go to :meth:`submit`."""
+        self.submit(self.batch(_rdma.OP_READ, ops), timeout, **kw)
+
+    def write(self, ops: Sequence[Op], timeout: float = 30.0, **kw) -> None:
+        """RDMA WRITE: copy each local range into its remote range; block until done.
+        Keyword arguments (``check``, ``check_interval``) go to :meth:`submit`."""
+        self.submit(self.batch(_rdma.OP_WRITE, ops), timeout, **kw)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("connected" if self.connected else "not connected")

@@ -300,3 +300,90 @@ def test_pick_gid_index_prefers_roce_v2_ipv4(tmp_path):
     (port / "gid_attrs" / "types" / "2").write_text("IB/RoCE v1\n")
     assert pick_gid_index("rxe0", 1, sysfs=tmp_path) == 0       # RoCE v2, link-local
     assert pick_gid_index("mlx5_0", 1, sysfs=tmp_path) == 0     # nothing in sysfs
+
+
+# ------------------------------------------------------------------ waiting with a liveness check
+
+class _FakeDevice:
+    """Stands in for ``_rdma.post``/``_rdma.wait``: request ``i`` completes at
+    ``start + (i + 1) * every`` seconds (never when ``every`` is None); ``wait``
+    has the real semantics, including losing what it consumed when it times out."""
+
+    def __init__(self, every):
+        import time
+        self.time = time
+        self.every, self.start = every, time.monotonic()
+        self.posted = self.consumed = self.lost = 0
+
+    def post(self, qp, batch, start, count):
+        assert start == self.posted
+        self.posted += count
+
+    def _arrived(self):
+        if self.every is None:
+            return 0
+        return min(self.posted, int((self.time.monotonic() - self.start) / self.every))
+
+    def wait(self, cq, count, timeout):
+        end = self.time.monotonic() + timeout
+        while self._arrived() - self.consumed - self.lost < count:
+            if self.time.monotonic() >= end:
+                self.lost += self._arrived() - self.consumed - self.lost
+                raise VerbsTimeout(110, "ETIMEDOUT", "fake", "wait")
+            self.time.sleep(0.001)
+        self.consumed += count
+        return list(range(count))
+
+
+def _fake_qp(monkeypatch, every, max_send_wr=4):
+    from types import SimpleNamespace
+
+    from monarch_cy._resource import Owned
+    from monarch_cy._verbs import QueuePair, _qp
+    dev = _FakeDevice(every)
+    monkeypatch.setattr(_qp, "_rdma", SimpleNamespace(post=dev.post, wait=dev.wait))
+    qp = QueuePair.__new__(QueuePair)
+    Owned.__init__(qp)
+    qp._qp, qp._cq, qp.max_send_wr, qp.connected = 1, 2, max_send_wr, True
+    return qp, dev
+
+
+def test_submit_check_ends_a_wait_the_device_would_not(monkeypatch):
+    import time
+
+    class Gone(Exception):
+        pass
+
+    qp, dev = _fake_qp(monkeypatch, None)     # nothing ever completes
+    calls = []
+
+    def check():
+        calls.append(time.monotonic())
+        if len(calls) == 3:
+            raise Gone("peer died")
+    t = time.monotonic()
+    with pytest.raises(Gone):
+        qp.submit(list(range(10)), timeout=30, check=check, check_interval=0.02)
+    assert time.monotonic() - t < 2 and len(calls) == 3
+    assert dev.posted == 4                    # one window posted, then abandoned
+
+
+def test_submit_check_loses_no_completion_across_slices(monkeypatch):
+    qp, dev = _fake_qp(monkeypatch, 0.015)    # slower than the check interval
+    calls = []
+    qp.submit(list(range(10)), timeout=30, check=lambda: calls.append(1), check_interval=0.004)
+    assert (dev.posted, dev.consumed, dev.lost) == (10, 10, 0)
+    assert calls, "check was never called while waiting"
+
+
+def test_submit_check_still_times_out(monkeypatch):
+    import time
+    qp, _ = _fake_qp(monkeypatch, None)
+    t = time.monotonic()
+    with pytest.raises(VerbsTimeout):
+        qp.submit([0], timeout=0.2, check=lambda: None, check_interval=0.05)
+    assert 0.15 < time.monotonic() - t < 2
+    with pytest.raises(TypeError, match="check must be callable"):
+        qp.submit([0], check=1)
+    with pytest.raises(ValueError, match="check_interval must be > 0"):
+        qp.submit([0], check=lambda: None, check_interval=0)
