@@ -248,7 +248,9 @@ def run_job(image: GuestImage, script: str, *, timeout: float = 240.0, memory_mb
         (out / name).write_text(text)
     console_path = out / "console.log"
     cmd = [
-        qemu, "-accel", "tcg", "-m", str(memory_mb), "-smp", "1", "-nic", "none",
+        # -cpu max: every instruction set extension TCG emulates, so the host's
+        # compiled packages run (numpy >= 2 needs x86-64-v2; qemu64 lacks SSE4.2).
+        qemu, "-accel", "tcg", "-cpu", "max", "-m", str(memory_mb), "-smp", "1", "-nic", "none",
         "-nographic", "-no-reboot", "-monitor", "none",
         "-serial", f"file:{console_path}",
         "-kernel", str(image.kernel), "-initrd", str(image.initrd),

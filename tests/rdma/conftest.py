@@ -1,8 +1,10 @@
 """Fixtures of the RDMA tests: one soft-RoCE guest boot per test session.
 
-``rdma_guest`` boots the qemu guest of ``_guest.py`` once, runs every check of
-``guest_checks.py`` there and returns the results; the tests in
-``test_verbs_guest.py`` each assert one of them.  It skips, with the reason,
+``rdma_guest`` boots the qemu guest of ``_guest.py`` once and runs two jobs of
+checks there: ``guest_checks.py`` (the verbs tier, asserted by
+``test_verbs_guest.py``), then ``guest_rdma_buffer.py`` (``RDMABuffer`` over the
+``ibverbs`` backend through the actor runtime, asserted by
+``test_rdma_buffer_guest.py``); it returns both results.  It skips, with the reason,
 where the guest cannot be had (no qemu, busybox-static, depmod or kernel
 package: ``scripts/setup-rdma-test.sh`` installs them) or where it is switched
 off (``MONARCH_CY_RDMA_GUEST=0``).  A guest that boots but does not produce
@@ -14,7 +16,9 @@ two veth pairs join the guest's initial namespace to a router namespace
 (10.91.2.1), and policy routing sends traffic between the two addresses out
 through ``mcyr`` and back, so RoCE packets really cross the veth links (the
 6.1 kernel's rxe keeps its UDP socket in the initial namespace, so the rxe
-netdevs must live there).  The owner process uses ``rxe0``, the client ``rxe1``.
+netdevs must live there).  The owner process uses ``rxe0``, the client ``rxe1``;
+in the ``RDMABuffer`` job, the owner procs use ``rxe0``, the reader proc and the
+controller ``rxe1``.
 
 Environment: ``MONARCH_CY_RDMA_GUEST_TIMEOUT`` (seconds, default 420) bounds
 the whole boot; ``MONARCH_CY_RDMA_GUEST_CACHE`` moves the image cache.
@@ -72,6 +76,10 @@ timeout {check_timeout} {python} {checks} "$OUT/results.json" --device-a rxe0 --
 echo "checks exit status $?"
 cat /sys/class/net/mcya0/statistics/tx_bytes > "$OUT/veth_a_tx_bytes"
 cat /sys/class/net/mcya0/statistics/rx_bytes > "$OUT/veth_a_rx_bytes"
+echo "[job] running the RDMABuffer checks"
+timeout {check_timeout} {python} {buffer_checks} "$OUT/buffer_results.json" \
+    --owner-device rxe0 --reader-device rxe1 --owner-link mcya0
+echo "RDMABuffer checks exit status $?"
 """
 
 # Host paths the guest cannot see through its chroot (tmpfs mounted over them there).
@@ -84,7 +92,8 @@ class GuestRun:
     log: str
     console: str
     seconds: float
-    veth_bytes: tuple[int, int]   # (tx, rx) of mcya0: the owner's link
+    veth_bytes: tuple[int, int]   # (tx, rx) of mcya0 after guest_checks.py: the owner's link
+    buffer_results: dict          # guest_rdma_buffer.py's results ({} if it wrote none)
 
 
 def _hidden(path: str) -> bool:
@@ -108,7 +117,8 @@ def rdma_guest() -> GuestRun:
     timeout = float(os.environ.get("MONARCH_CY_RDMA_GUEST_TIMEOUT", "420"))
     job = (GUEST_JOB.replace("{python}", sys.executable)
            .replace("{checks}", str(HERE / "guest_checks.py"))
-           .replace("{check_timeout}", str(int(max(30, timeout - 60)))))
+           .replace("{buffer_checks}", str(HERE / "guest_rdma_buffer.py"))
+           .replace("{check_timeout}", str(int(max(30, (timeout - 60) / 2)))))
     run = _guest.run_job(image, job, timeout=timeout)
     try:
         results_file = run.out / "results.json"
@@ -124,13 +134,19 @@ def rdma_guest() -> GuestRun:
             p = run.out / name
             return int(p.read_text().strip()) if p.exists() else -1
 
+        buffer_file = run.out / "buffer_results.json"
+        buffer_results = json.loads(buffer_file.read_text()) if buffer_file.exists() else {}
         guest = GuestRun(results, run.log, run.console, run.seconds,
-                         (counter("veth_a_tx_bytes"), counter("veth_a_rx_bytes")))
+                         (counter("veth_a_tx_bytes"), counter("veth_a_rx_bytes")),
+                         buffer_results)
         # Shown with `pytest -s`: what ran in the guest, in one line per check.
         print(f"\n[rdma guest] boot + checks: {run.seconds:.1f} s; owner's veth tx/rx bytes: "
               f"{guest.veth_bytes}")
         for name, r in results.items():
             print(f"[rdma guest] {name}: {'ok' if r['ok'] else 'FAILED'}: {r['detail'][:400]}")
+        for name, r in buffer_results.items():
+            print(f"[rdma guest] RDMABuffer {name}: {'ok' if r['ok'] else 'FAILED'} "
+                  f"({r['seconds']} s): {r['detail'][:400]}")
         return guest
     finally:
         shutil.rmtree(run.out, ignore_errors=True)
