@@ -34,6 +34,7 @@ import threading
 import traceback
 
 from monarch_cy._actor import unixsock
+from monarch_cy._actor.cork import MAX_BURST
 from monarch_cy._actor.actor import ActorInstance, _set_current, endpoint_table
 from monarch_cy._actor.errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._actor.ports import Port
@@ -182,10 +183,27 @@ class ActorHost:
             sock.close(linger=0)
 
     def _run_sync(self, sock) -> None:
-        recv = self.node.recv
-        handle = self._handle
+        # A lone call is handled and answered at once; calls found already queued
+        # behind it are handled as a corked burst (their replies leave together).
+        node = self.node
+        recv, handle, again = node.recv, self._handle, node._again
         while True:
             handle(recv(sock))
+            try:
+                frames = recv(sock, 1)
+            except again:
+                continue
+            node.cork()
+            try:
+                handle(frames)
+                for _ in range(MAX_BURST - 1):
+                    try:
+                        frames = recv(sock, 1)
+                    except again:
+                        break
+                    handle(frames)
+            finally:
+                node.uncork()
 
     def _run_async(self, sock) -> None:
         import asyncio

@@ -36,6 +36,7 @@ from collections import deque
 from itertools import count
 
 from monarch_cy._actor import shm, unixsock, wire
+from monarch_cy._actor.cork import Cork
 from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
 from monarch_cy._actor.pump import PumpMixin
 
@@ -97,6 +98,7 @@ class Node(PumpMixin):
         self._releases = deque()      # (owner addr, seg_id)
         self._timers = []             # (deadline, fn)
         self._wfds = {}               # fd -> unix Outlet waiting for room to send
+        self._corks = {}              # thread ident -> Cork, while that thread is corked
         self.pool = shm.ShmPool()
         self.handlers = {}            # extra kinds -> fn(node, hdr, frames)
         self._mu = threading.Lock()
@@ -138,7 +140,15 @@ class Node(PumpMixin):
 
         FIFO per destination; thread-safe (one lock per destination socket).  Never
         blocks on a slow or absent ``unix://`` peer (see :class:`unixsock.Outlet`).
+        While this thread is corked (:meth:`cork`) the message is held for its burst.
         """
+        if self._corks:
+            c = self._corks.get(threading.get_ident())
+            if c is not None:
+                return c.add(addr, frames)
+        self._send_now(addr, frames)
+
+    def _send_now(self, addr: str, frames) -> None:
         if addr[0] == "u":
             return self._send_unix(addr, frames)
         ent = self._out.get(addr)
@@ -152,7 +162,7 @@ class Node(PumpMixin):
         bsend = _B.send
         with ent[1]:
             if ent[0].closed:             # forgotten meanwhile (its peer died)
-                return self.send(addr, frames)
+                return self._send_now(addr, frames)
             if len(frames) == 1:
                 bsend(ent[0], frames[0], 0, True, False)
             else:
@@ -164,15 +174,55 @@ class Node(PumpMixin):
                     big = not isinstance(f, bytes) and memoryview(f).nbytes >= 65536
                     bsend(ent[0], f, 0 if i == last else 2, not big, False)
 
-    def _send_unix(self, addr: str, frames) -> None:
+    def send_many(self, addr: str, msgs) -> None:
+        """Send ``msgs`` (lists of frames) to ``addr`` in order, batched where the
+        transport can (unix: few records).  Not held by a cork."""
+        if addr[0] != "u":
+            for frames in msgs:
+                self._send_now(addr, frames)
+            return
+        o = self._outlet(addr)
+        if o is None:
+            return
+        if o.closed and self._out.get(addr) is not o:
+            return self.send_many(addr, msgs)
+        if not o.send_many(msgs):
+            self.call_in_pump(lambda: self._arm_outlet(o))
+
+    def cork(self) -> None:
+        """Hold what this thread sends until :meth:`uncork` (see :mod:`.cork`)."""
+        tid = threading.get_ident()
+        if tid not in self._corks:
+            self._corks[tid] = Cork(self)
+
+    def uncork(self) -> None:
+        """End this thread's burst: send what it holds."""
+        c = self._corks.pop(threading.get_ident(), None)
+        if c is not None:
+            c.flush()
+
+    def flush_cork(self) -> None:
+        """Send what this thread holds now, staying corked (before it blocks)."""
+        if self._corks:
+            c = self._corks.get(threading.get_ident())
+            if c is not None:
+                c.flush()
+
+    def _outlet(self, addr: str):
         o = self._out.get(addr)
         if o is None:
             with self._out_lock:
                 o = self._out.get(addr)
                 if o is None:
                     if self._closed:
-                        return
+                        return None
                     o = self._out[addr] = unixsock.Outlet(addr, self.keys.secret)
+        return o
+
+    def _send_unix(self, addr: str, frames) -> None:
+        o = self._out.get(addr) or self._outlet(addr)
+        if o is None:
+            return
         if o.closed:                      # forgotten meanwhile (its peer died)
             if self._out.get(addr) is o:
                 return

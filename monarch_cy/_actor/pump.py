@@ -243,6 +243,8 @@ class PumpMixin:
     def wait(self, fut, timeout) -> bool:
         """Block until ``fut`` (a reply on ``direct``) resolves (True) or ``timeout``
         passes (False), pumping ``direct`` in this thread when it is free."""
+        if self._corks:
+            self.flush_cork()            # what this thread holds must not wait on us
         if threading.get_ident() == self._io_ident:
             return self._pump_until(fut, timeout)
         if not self._pumpA.acquire(False):

@@ -24,6 +24,9 @@ Records (first byte is the kind):
   passed with the record (``SCM_RIGHTS``), used when the message is larger than
   :data:`MAX_RECORD`.  The receiver maps it privately (copy-on-write); its frames are
   views of that mapping, freed when the last view goes.
+* ``4`` a batch of one-frame messages (:meth:`Outlet.send_many`): ``u16 count``,
+  ``count x u32 length``, then the messages.  The receiver hands them out one by one;
+  while some wait, its ``fileno()`` stays readable.
 
 Threads: an :class:`Inbox` is read by one thread at a time (the node's rules, see
 :mod:`.pump`).  An :class:`Outlet` is used under its own lock; it never blocks: a
@@ -55,8 +58,10 @@ _NONCE = 16
 _PROOF_LEN = 1 + _NONCE + 32
 _ANC = socket.CMSG_SPACE(array.array("i", [0] * 4).itemsize * 4)
 _SNDBUF = 4 << 20                   # capped by the kernel's wmem_max
-_ONE, _MANY, _SPILL, _PROOF = 0, 1, 2, 3
+_ONE, _MANY, _SPILL, _PROOF, _BATCH = 0, 1, 2, 3, 4
+_MAX_IOV = 1000                    # buffers per sendmsg (the kernel's IOV_MAX is 1024)
 _B_ONE = bytes((_ONE,))
+_TRUNC = int(socket.MSG_TRUNC | socket.MSG_CTRUNC)
 
 
 class Again(Exception):
@@ -103,6 +108,9 @@ class Inbox:
         self._ep.register(self._lfd, select.EPOLLIN)
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._ep.register(self._efd, select.EPOLLIN)
+        self._pending = deque()           # messages of a batch not handed out yet
+        self._kfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)   # set while any
+        self._ep.register(self._kfd, select.EPOLLIN)
         self._conns = {}                  # fd -> [socket, proven?]
         self._ready = deque()             # fds epoll reported readable, not drained
         self._seen = set()                # proof nonces used (replay protection)
@@ -119,6 +127,8 @@ class Inbox:
     def recv(self, timeout_ms: int = -1) -> list:
         """The next message; blocks up to ``timeout_ms`` (-1: forever, 0: not at all),
         then raises :class:`Again`.  Raises :class:`Closed` once closing."""
+        if self._pending:
+            return self._next_pending()
         ready = self._ready
         conns = self._conns
         buf = [self._buf]
@@ -163,6 +173,8 @@ class Inbox:
                     self._accept()
                 elif fd == self._efd:
                     self._closing = True
+                elif fd == self._kfd and self._pending:
+                    return self._next_pending()
                 elif fd in conns:
                     ready.append(fd)
 
@@ -193,7 +205,7 @@ class Inbox:
         mv = self._mv
         kind = mv[0] if n else -1
         try:
-            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            if flags & _TRUNC:
                 raise ValueError("record truncated")
             if not c[1]:                      # the first record must be the proof
                 if kind != _PROOF or n != _PROOF_LEN or fds:
@@ -207,6 +219,16 @@ class Inbox:
                 return None
             if kind == _ONE and not fds:
                 return [bytes(mv[1:n])]
+            if kind == _BATCH and not fds:
+                k = mv[1] | mv[2] << 8
+                lens = struct.unpack_from(f"<{k}I", mv, 3)
+                if k < 2:
+                    raise ValueError("batch of fewer than 2 messages")
+                data = bytes(mv[3 + 4 * k:n])
+                msgs = [[bytes(f)] for f in _split(data, lens)]
+                self._pending.extend(msgs)
+                os.eventfd_write(self._kfd, 1)
+                return self._next_pending()
             if kind == _MANY and not fds:
                 k = mv[1] | mv[2] << 8
                 lens = struct.unpack_from(f"<{k}I", mv, 3)
@@ -230,6 +252,15 @@ class Inbox:
         finally:
             for f in fds:
                 os.close(f)
+
+    def _next_pending(self) -> list:
+        msg = self._pending.popleft()
+        if not self._pending:
+            try:
+                os.eventfd_read(self._kfd)
+            except BlockingIOError:
+                pass
+        return msg
 
     # -- closing -----------------------------------------------------------------
     def interrupt(self) -> None:
@@ -263,6 +294,7 @@ class Inbox:
         if not self._ep.closed:
             self._ep.close()
             os.close(self._efd)
+            os.close(self._kfd)
 
 
 def _fds_of(anc) -> list:
@@ -326,6 +358,30 @@ class Outlet:
                 elif self._push(rec):
                     return True
             self.backlog.append(rec)
+            if self.armed:
+                return True
+            self.armed = True
+            return False
+
+    def send_many(self, msgs) -> bool:
+        """Send several messages in order, one-frame ones batched into few records.
+        Returns like :meth:`send`."""
+        recs = _records(msgs)
+        with self.lock:
+            if self.closed:
+                for rec in recs:
+                    _discard(rec)
+                return True
+            i = 0
+            if not self.backlog:
+                if self.sock is None and not self._connect():
+                    self.want = "retry"
+                else:
+                    while i < len(recs) and self._push(recs[i]):
+                        i += 1
+                    if i == len(recs):
+                        return True
+            self.backlog.extend(recs[i:])
             if self.armed:
                 return True
             self.armed = True
@@ -421,7 +477,7 @@ def _record(frames) -> tuple:
     k = len(views)
     if k > 0xFFFF:
         raise ValueError(f"too many frames in one message ({k})")
-    if sum(lens) + 3 + 4 * k <= MAX_RECORD:
+    if sum(lens) + 3 + 4 * k <= MAX_RECORD and k < _MAX_IOV:
         return [bytes((_MANY, k & 0xFF, k >> 8)) + struct.pack(f"<{k}I", *lens), *views], -1
     hdr = bytes((_SPILL, k & 0xFF, k >> 8)) + struct.pack(f"<{k}Q", *lens)
     if len(hdr) > MAX_RECORD:
@@ -436,6 +492,36 @@ def _record(frames) -> tuple:
         os.close(fd)
         raise
     return [hdr], fd
+
+
+def _records(msgs) -> list:
+    """Records for ``msgs`` (lists of frames), in order: runs of small one-frame
+    messages share ``_BATCH`` records."""
+    out, run, size = [], [], 3
+
+    def close_run():
+        if len(run) == 1:
+            out.append(([_B_ONE, run[0]], -1))
+        elif run:
+            k = len(run)
+            out.append(([bytes((_BATCH, k & 0xFF, k >> 8)) +
+                         struct.pack(f"<{k}I", *map(len, run)), *run], -1))
+        run.clear()
+
+    for frames in msgs:
+        if len(frames) == 1 and len(frames[0]) + 4 + 3 <= MAX_RECORD:
+            f = frames[0]
+            if size + len(f) + 4 > MAX_RECORD or len(run) == _MAX_IOV - 1:
+                close_run()
+                size = 3
+            run.append(f)
+            size += len(f) + 4
+        else:
+            close_run()
+            size = 3
+            out.append(_record(frames))
+    close_run()
+    return out
 
 
 def _discard(rec) -> None:

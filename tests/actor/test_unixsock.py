@@ -193,3 +193,10 @@ def test_close_interrupts_a_blocked_reader(pair):
 def test_bad_addresses_are_named():
     with pytest.raises(ValueError, match="tcp://x:1"):
         u.Outlet("tcp://x:1", os.urandom(32))
+
+
+def test_more_frames_than_one_sendmsg_takes(pair):
+    box, out, _ = pair
+    frames = [b"h"] + [bytes([i % 256]) * 3 for i in range(1500)]   # > IOV_MAX
+    out.send(frames)
+    assert [bytes(f) for f in box.recv(2000)] == frames
