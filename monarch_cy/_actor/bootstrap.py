@@ -107,7 +107,10 @@ def zygote_main(first: dict, stdin) -> None:
     # Import what every worker needs, once, before any fork.
     import zmq  # noqa: F401  (imported once, before any fork)
     from monarch_cy._actor import actor_host, auth, logs, node, shm, wire  # noqa: F401
+    import monarch_cy.actor  # noqa: F401  (what user actor modules import)
+    import gc
     import signal
+    gc.freeze()        # workers' collections skip what they inherit: fewer COW faults
     status = first["status_fd"]
     children = set()
     rundir = []

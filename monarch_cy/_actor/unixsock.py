@@ -59,6 +59,7 @@ _PROOF_LEN = 1 + _NONCE + 32
 _ANC = socket.CMSG_SPACE(array.array("i", [0] * 4).itemsize * 4)
 _SNDBUF = 4 << 20                   # capped by the kernel's wmem_max
 _ONE, _MANY, _SPILL, _PROOF, _BATCH = 0, 1, 2, 3, 4
+_RETRY_FAST, _FAST_TRIES, _RETRY_SLOW = 0.001, 2000, 0.05   # connect retries
 _MAX_IOV = 1000                    # buffers per sendmsg (the kernel's IOV_MAX is 1024)
 _B_ONE = bytes((_ONE,))
 _TRUNC = int(socket.MSG_TRUNC | socket.MSG_CTRUNC)
@@ -331,7 +332,7 @@ class Outlet:
     """
 
     __slots__ = ("addr", "path", "lock", "sock", "fd", "backlog", "want", "retry_s",
-                 "_secret", "closed", "armed")
+                 "_secret", "closed", "armed", "_tries")
 
     def __init__(self, addr: str, secret: bytes) -> None:
         self.addr = addr
@@ -342,7 +343,8 @@ class Outlet:
         self.fd = -1
         self.backlog = deque()            # (buffers, memfd or -1), oldest first
         self.want = None
-        self.retry_s = 0.002
+        self.retry_s = _RETRY_FAST
+        self._tries = 0
         self.closed = False
         self.armed = False                # a flush is pending in the caller's pump
 
@@ -396,7 +398,11 @@ class Outlet:
                 return True
             if self.sock is None and not self._connect():
                 self.want = "retry"
-                self.retry_s = min(self.retry_s * 2, 0.1)
+                # Peers bind moments after we first send (a new proc or actor):
+                # retry often for a while, then calmly (a dead peer is forgotten
+                # by the node when its death is seen).
+                self._tries += 1
+                self.retry_s = _RETRY_FAST if self._tries < _FAST_TRIES else _RETRY_SLOW
                 return False
             bl = self.backlog
             while bl:
@@ -404,7 +410,8 @@ class Outlet:
                     return False
                 bl.popleft()
             self.want = None
-            self.retry_s = 0.002
+            self.retry_s = _RETRY_FAST
+            self._tries = 0
             self.armed = False
             return True
 
