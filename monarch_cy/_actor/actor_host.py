@@ -89,7 +89,9 @@ def stop_hosts(node, timeout: float) -> None:
     # We are in the pump: keep answering ZAP, or our own connections to the actors'
     # sockets (which carry __stop__) could never authenticate.
     while time.monotonic() < end and not all(h.cleaned.is_set() for h in hosts):
-        if node._zap.poll(10):
+        if node._zap is None:                 # unix://: nothing to authenticate here
+            time.sleep(0.002)
+        elif node._zap.poll(10):
             node.keys.handle_zap(node._zap)
 
 
@@ -145,11 +147,10 @@ class ActorHost:
 
     # -- the actor thread ----------------------------------------------------
     def _run(self) -> None:
-        import zmq
         node = self.node
         _set_current(self.inst)
         try:
-            sock = node.server_socket(zmq.PULL, self.addr)
+            sock = node.server_socket(None, self.addr)
         except Exception as e:  # address in use etc: every call will fail
             print(f"actor {self.inst.actor_id}: cannot bind {self.addr}: {e}",
                   file=sys.stderr)
@@ -177,7 +178,7 @@ class ActorHost:
                 self._run_async(sock)
             else:
                 self._run_sync(sock)
-        except (zmq.ContextTerminated, unixsock.Closed):
+        except node._closed_errors:
             pass
         finally:
             sock.close(linger=0)
@@ -207,22 +208,22 @@ class ActorHost:
 
     def _run_async(self, sock) -> None:
         import asyncio
-        import zmq
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         handle = self._handle
         recv = self.node.recv
+        again, closed = self.node._again, self.node._closed_errors
 
         def drain():          # to EAGAIN (ZMQ_FD is edge-triggered)
             try:
                 while True:
-                    handle(recv(sock, zmq.NOBLOCK), loop)
-            except (zmq.Again, unixsock.Again):
+                    handle(recv(sock, 1), loop)         # 1: NOBLOCK
+            except again:
                 pass
-            except (zmq.ContextTerminated, unixsock.Closed):
+            except closed:
                 loop.stop()
 
-        fd = sock.fileno() if isinstance(sock, unixsock.Inbox) else sock.getsockopt(zmq.FD)
+        fd = sock.fileno() if isinstance(sock, unixsock.Inbox) else sock.getsockopt(14)  # ZMQ_FD
         loop.add_reader(fd, drain)
         loop.call_soon(drain)
         loop.run_forever()

@@ -24,21 +24,44 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
 
 class JobKeys:
-    """The job's Curve keypair derived from its 32-byte secret."""
+    """The job's 32-byte secret and the Curve keypair derived from it (computed, and
+    zmq imported, on first use: the ``unix://`` transport needs only the secret)."""
 
-    __slots__ = ("secret", "secret_z85", "public_z85", "public_raw")
+    __slots__ = ("secret", "_curve")
 
     def __init__(self, secret: bytes | None = None) -> None:
-        import zmq
-        from zmq.utils import z85
         if secret is None:
             secret = os.urandom(32)
         if len(secret) != 32:
             raise ValueError(f"job secret must be 32 bytes, not {len(secret)}")
         self.secret = bytes(secret)
-        self.secret_z85 = z85.encode(self.secret)
-        self.public_z85 = zmq.curve_public(self.secret_z85)
-        self.public_raw = z85.decode(self.public_z85)
+        self._curve = None
+
+    def _keys(self) -> tuple:
+        if self._curve is None:
+            import zmq
+            from zmq.utils import z85
+            sz = z85.encode(self.secret)
+            pz = zmq.curve_public(sz)
+            self._curve = (sz, pz, z85.decode(pz))
+        return self._curve
+
+    @property
+    def secret_z85(self) -> bytes:
+        return self._keys()[0]
+
+    @property
+    def public_z85(self) -> bytes:
+        return self._keys()[1]
+
+    @property
+    def public_raw(self) -> bytes:
+        return self._keys()[2]
+
+    def fingerprint(self, label: bytes) -> bytes:
+        """16 bytes naming this job for ``label`` (an HMAC of the secret: same in
+        every proc of the job, useless for recovering the secret)."""
+        return hmac.digest(self.secret, label, "sha256")[:16]
 
     def server(self, sock) -> None:
         """Make ``sock`` a CURVE server of this job (before bind)."""

@@ -54,11 +54,13 @@ def _stop(node, hdr, data, extras) -> None:
         pass
     node.close_outlets(1.0)
     node.inbox.close(linger=0)
-    node._zap.close(linger=0)
     node.direct.close(linger=0)     # else ctx.term() waits for it: the join below times out
-    t = threading.Thread(target=node.ctx.term, daemon=True)
-    t.start()
-    t.join(1.0)
+    if node.ctx is not None:
+        if node._zap is not None:
+            node._zap.close(linger=0)
+        t = threading.Thread(target=node.ctx.term, daemon=True)
+        t.start()
+        t.join(1.0)
     os._exit(0)
 
 
@@ -105,7 +107,8 @@ def zygote_main(first: dict, stdin) -> None:
     """Fork workers on request; report forks and exits; exit when stdin closes."""
     import selectors
     # Import what every worker needs, once, before any fork.
-    import zmq  # noqa: F401  (imported once, before any fork)
+    if first.get("zmq", True):
+        import zmq  # noqa: F401  (imported once, before any fork; unix:// needs none)
     from monarch_cy._actor import actor_host, auth, logs, node, shm, wire  # noqa: F401
     import monarch_cy.actor  # noqa: F401  (what user actor modules import)
     import gc

@@ -143,7 +143,7 @@ _zlock = threading.Lock()
 
 
 class _Zygote:
-    def __init__(self) -> None:
+    def __init__(self, zmq: bool = True) -> None:
         r, w = os.pipe()
         os.set_blocking(r, False)
         self.popen = launch(lambda: subprocess.Popen(
@@ -156,7 +156,8 @@ class _Zygote:
         self.next_id = 0
         self.lock = threading.Lock()
         self.buf = b""
-        self._write({"zygote": True, "status_fd": w, "controller_pid": os.getpid()})
+        self._write({"zygote": True, "status_fd": w, "controller_pid": os.getpid(),
+                     "zmq": zmq})
         self.watched = False
 
     def _write(self, obj) -> None:
@@ -250,7 +251,8 @@ def prestart():
         return None
     with _zlock:
         if _zygote is None:
-            _zygote = _Zygote()
+            from monarch_cy._actor.controller import transport
+            _zygote = _Zygote(zmq=transport() != "unix")
         return _zygote
 
 

@@ -52,36 +52,39 @@ class Node(PumpMixin):
 
     def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
                  proc_key: str | None = None, direct_addr: str | None = None) -> None:
-        global _B
-        import zmq
-        import zmq.backend
-        _B = zmq.backend.Socket
-        from monarch_cy._actor import pump
-        pump._B = _B
-        self._zmq = zmq
         self.keys = keys
         self.addr = addr
         self.key = proc_key or addr
         self.rundir = rundir
         self.is_controller = is_controller
-        self.ctx = zmq.Context()
-        self.ctx.linger = 0
         import weakref
         self._unix_inboxes = weakref.WeakSet()   # to interrupt their readers on close
-        self._zap = self.ctx.socket(zmq.REP)
-        self._zap.bind(ZAP_ENDPOINT)          # before any server socket exists
-        self.inbox = self.server_socket(zmq.PULL, addr)
+        self._zmq = self.ctx = self._zap = None
+        unix = addr.startswith(unixsock.SCHEME)
+        if unix:                      # no zmq at all (unless a tcp:// peer appears)
+            import select
+            self._poller = select.poll()
+            self._POLLIN, self._POLLOUT = select.POLLIN, select.POLLOUT
+            self._again = (unixsock.Again,)
+            self._closed_errors = (unixsock.Closed,)
+        else:
+            zmq = self._ensure_zmq()
+            self._zap = self.ctx.socket(zmq.REP)
+            self._zap.bind(ZAP_ENDPOINT)      # before any server socket exists
+            self._poller = zmq.Poller()
+            self._POLLIN, self._POLLOUT = zmq.POLLIN, zmq.POLLOUT
+            self._again = (zmq.Again, unixsock.Again)
+            self._closed_errors = (zmq.ContextTerminated, unixsock.Closed)
+        self.inbox = self.server_socket(None, addr)
         self.direct_addr = direct_addr or addr + "d"
-        self.direct = self.server_socket(zmq.PULL, self.direct_addr)
-        self._again = (zmq.Again, unixsock.Again)
-        unix = self.inbox.__class__ is unixsock.Inbox
+        self.direct = self.server_socket(None, self.direct_addr)
         self._inbox_fd = self.inbox.fileno() if unix else -1
         self._direct_fd = self.direct.fileno() if unix else -1
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._poller = zmq.Poller()
-        self._poller.register(self.inbox, zmq.POLLIN)
-        self._poller.register(self._zap, zmq.POLLIN)
-        self._poller.register(self._wake_fd, zmq.POLLIN)
+        self._poller.register(self.inbox, self._POLLIN)
+        if self._zap is not None:
+            self._poller.register(self._zap, self._POLLIN)
+        self._poller.register(self._wake_fd, self._POLLIN)
         self._pumpA = threading.Lock()
         self._adopt = 0               # waiters that need the I/O thread to pump direct
         self._loops = weakref.WeakSet()  # asyncio loops that pump direct themselves
@@ -110,14 +113,29 @@ class Node(PumpMixin):
         self.on_proc_failed = []      # callbacks(proc_key, cause), run in the pump
 
     # -- sockets -----------------------------------------------------------
+    def _ensure_zmq(self):
+        """zmq and this node's context, made on first need (tcp://, ipc://)."""
+        global _B
+        if self._zmq is None:
+            import zmq
+            import zmq.backend
+            _B = zmq.backend.Socket
+            from monarch_cy._actor import pump
+            pump._B = _B
+            self.ctx = zmq.Context()
+            self.ctx.linger = 0
+            self._zmq = zmq
+        return self._zmq
+
     def server_socket(self, kind, addr: str):
-        """A bound socket this node reads: a zmq socket of ``kind`` (CURVE server), or
-        for a ``unix://`` address a :class:`unixsock.Inbox` (``kind`` is ignored)."""
+        """A bound socket this node reads: a zmq socket of ``kind`` (default PULL;
+        CURVE server), or for a ``unix://`` address a :class:`unixsock.Inbox`."""
         if addr.startswith(unixsock.SCHEME):
             box = unixsock.Inbox(addr, self.keys.secret)
             self._unix_inboxes.add(box)
             return box
-        s = self.ctx.socket(kind)
+        zmq = self._ensure_zmq()
+        s = self.ctx.socket(zmq.PULL if kind is None else kind)
         s.linger = 0
         s.rcvhwm = _HWM
         self.keys.server(s)
@@ -125,7 +143,7 @@ class Node(PumpMixin):
         return s
 
     def _client(self, addr: str):
-        zmq = self._zmq
+        zmq = self._ensure_zmq()
         s = self.ctx.socket(zmq.PUSH)
         s.linger = 2000
         s.sndhwm = _HWM
@@ -418,10 +436,12 @@ class Node(PumpMixin):
         for box in list(self._unix_inboxes):
             box.interrupt()                   # actor threads reading unix inboxes
         for s in (self.inbox, self.direct, self._zap):
-            s.close(linger=0)
+            if s is not None:
+                s.close(linger=0)
         self._fds.clear()
         os.close(self._wake_fd)
-        self.ctx.term()
+        if self.ctx is not None:
+            self.ctx.term()
         self.pool.close()
         for a in (self.addr, self.direct_addr):
             if a.startswith("ipc://") or a.startswith(unixsock.SCHEME):

@@ -53,7 +53,7 @@ class PumpMixin:
         returns False (then the fd is unregistered; closing it is the caller's)."""
         def reg():
             self._fds[fd] = callback
-            self._poller.register(fd, self._zmq.POLLIN)
+            self._poller.register(fd, self._POLLIN)
         self.call_in_pump(reg)
 
     def watch_pid(self, pid: int, callback) -> None:
@@ -70,7 +70,7 @@ class PumpMixin:
                 callback(pid)
                 return False
             self._fds[fd] = fired
-            self._poller.register(fd, self._zmq.POLLIN)
+            self._poller.register(fd, self._POLLIN)
         self.call_in_pump(reg)
 
     # -- unix outlets with a backlog (see unixsock.Outlet) -------------------------
@@ -82,7 +82,7 @@ class PumpMixin:
         if o.want == "write" and o.fd >= 0:
             if o.fd not in self._wfds:
                 self._wfds[o.fd] = o
-                self._poller.register(o.fd, self._zmq.POLLOUT)
+                self._poller.register(o.fd, self._POLLOUT)
         else:
             self._timers.append((time.monotonic() + o.retry_s, lambda: self._flush_outlet(o)))
 
@@ -118,7 +118,7 @@ class PumpMixin:
                 self._drain(self.inbox)
             elif sock is self.direct or sock == self._direct_fd:
                 self._drain(self.direct)
-            elif sock is self._zap:
+            elif sock is self._zap and sock is not None:
                 self.keys.handle_zap(self._zap)
             elif sock == self._wake_fd:
                 try:
@@ -172,13 +172,12 @@ class PumpMixin:
             self.wake()    # the I/O thread lets go of direct
 
     def _io_loop(self) -> None:
-        zmq = self._zmq
         while not self._closed:
             holding = False
             if self._adopt > 0 and self._pumpA.acquire(False):
                 holding = True
                 if not self._adopted:
-                    self._poller.register(self.direct, zmq.POLLIN)
+                    self._poller.register(self.direct, self._POLLIN)
                     self._adopted = True
             elif self._adopted:
                 self._poller.unregister(self.direct)

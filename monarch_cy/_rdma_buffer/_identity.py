@@ -50,8 +50,7 @@ def job_fingerprint() -> bytes:
     global _job
     if _job is None:
         from monarch_cy._actor.node import get_node
-        pub = get_node().keys.public_raw
-        _job = hashlib.sha256(b"monarch_cy.rdma job\0" + pub).digest()[:16]
+        _job = get_node().keys.fingerprint(b"monarch_cy.rdma job")
     return _job
 
 

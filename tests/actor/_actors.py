@@ -67,6 +67,10 @@ class Echo(Actor):
         time.sleep(s)
         return s
 
+    @endpoint
+    def has_module(self, name):
+        return name in sys.modules
+
     @endpoint(explicit_response_port=True)
     def countdown(self, port, n):
         for i in range(n, 0, -1):
