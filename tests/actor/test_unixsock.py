@@ -200,3 +200,15 @@ def test_more_frames_than_one_sendmsg_takes(pair):
     frames = [b"h"] + [bytes([i % 256]) * 3 for i in range(1500)]   # > IOV_MAX
     out.send(frames)
     assert [bytes(f) for f in box.recv(2000)] == frames
+
+
+@pytest.mark.parametrize("nbytes", [50_000, 70_000, 200_000, 300_000])
+def test_actor_messages_around_the_record_and_shm_limits(echo, nbytes):
+    """Inline (< 60 KiB), spilled to a memfd (60-256 KiB) and shm (>= 256 KiB) paths,
+    both directions, data checked."""
+    import numpy as np
+    one = echo.slice(gpus=1)
+    a = np.arange(nbytes // 4, dtype=np.float32)
+    assert one.checksum.call_one(a).get(30) == float(a.sum())
+    r = one.make_array.call_one(nbytes, 7).get(30)
+    assert r.nbytes == nbytes and int(r.min()) == 7 and int(r.max()) == 7
