@@ -34,7 +34,7 @@ RESULTS: dict = {}
 @pytest.fixture(scope="module")
 def remote_buffer():
     from monarch_cy.actor import this_host
-    from _actors import Holder
+    from _rdma_actors import Holder
     procs = this_host().spawn_procs(per_host={"procs": 1})
     holder = procs.spawn("bench_holder", Holder)
     buf = holder.make.call_one("bench", N, 1).get(timeout=60)
@@ -80,7 +80,7 @@ def test_pull_64mib_vs_memcpy(benchmark, remote_buffer):
             samples[name].append(time.perf_counter() - t0)
     med = {k: _gbps(sorted(v)[len(v) // 2]) for k, v in samples.items()}
     assert (dst == np.frombuffer(
-        __import__("_actors").pattern(N, 1).tobytes(), np.uint8)).all()
+        __import__("_rdma_actors").pattern(N, 1).tobytes(), np.uint8)).all()
 
     benchmark.pedantic(rdma(), rounds=5, iterations=1)
     ceiling = med["memcpy"]
