@@ -37,7 +37,7 @@ import time
 from monarch_cy._rdma_buffer._local import Span
 
 __all__ = ["available", "unavailable_reason", "device_name", "queue_pair_num", "register",
-           "accept", "read", "write"]
+           "accept", "peers", "read", "write"]
 
 CHECK_INTERVAL = 0.1   # seconds between looks at the owner's liveness while waiting
 
@@ -45,6 +45,7 @@ _lock = threading.Lock()
 _state = None          # (pid, Context, ProtectionDomain)
 _peers: dict = {}       # owner side: peer key -> QueuePair
 _qps: dict = {}         # reader side: owner key -> [QueuePair, Lock]
+_watched_node = None    # the node whose proc deaths close owner-side queue pairs
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,12 +127,41 @@ def accept(peer_key: str, endpoint: bytes) -> bytes:
     from monarch_cy._verbs import QPEndpoint, QueuePair
     qp = QueuePair(_pd())
     qp.connect(QPEndpoint.from_bytes(endpoint))
+    _watch_peers()
     with _lock:
         old = _peers.pop(peer_key, None)
         _peers[peer_key] = qp
     if old is not None:
         old.close()
     return qp.endpoint.to_bytes()
+
+
+def peers() -> list:
+    """Owner side: the keys of the readers this process holds a queue pair for."""
+    with _lock:
+        return sorted(_peers)
+
+
+def _watch_peers() -> None:
+    """Close a reader's queue pair here when the runtime reports its proc dead (the
+    owner side is passive: nothing else would ever free it)."""
+    global _watched_node
+    from monarch_cy._actor.node import current_node
+    node = current_node()
+    if node is None or _watched_node is node:
+        return
+    with _lock:
+        if _watched_node is node:
+            return
+        _watched_node = node
+    node.on_proc_failed.append(_forget_peer)
+
+
+def _forget_peer(proc_key: str, cause: str) -> None:
+    with _lock:
+        qp = _peers.pop(proc_key, None)
+    if qp is not None:
+        qp.close()
 
 
 def _connected(h, timeout: float):

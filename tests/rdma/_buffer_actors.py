@@ -125,5 +125,16 @@ class Peer(Actor):
         return os.getpid()
 
     @endpoint
+    def proc_key(self) -> str:
+        from monarch_cy._rdma_buffer._identity import this_proc_key
+        return this_proc_key()
+
+    @endpoint
+    def peers(self) -> list:
+        """Owner side: the readers this process holds a queue pair for."""
+        from monarch_cy._rdma_buffer import _verbs_backend
+        return _verbs_backend.peers()
+
+    @endpoint
     def die(self) -> None:
         os._exit(3)

@@ -367,19 +367,36 @@ def check_owner_killed_during_read(job: Job, out: dict) -> str:
             f"{took:.2f} s after the kill: {msg}")
 
 
+def check_reader_killed(job: Job, out: dict) -> str:
+    """A reader proc dies: the owner closes the queue pair it held for it (it is
+    passive on the wire, so only the runtime's death notice can free it)."""
+    doomed = job.spawn("doomedr", job.reader_device, "doomedr")
+    key = doomed.proc_key.call_one().get(timeout=60)
+    got = doomed.read.call_one(job.bufs["big"]).get(timeout=120)
+    assert got[1] == sha(pattern(BIG, 1)), "the doomed reader read wrong data"
+    assert key in job.owner.peers.call_one().get(timeout=30), "no queue pair for the reader"
+    doomed.die.broadcast()
+    t = time.monotonic()
+    while key in job.owner.peers.call_one().get(timeout=30):
+        assert time.monotonic() - t < 15, "the owner kept the dead reader's queue pair"
+        time.sleep(0.05)
+    return f"reader {key} killed; the owner closed its queue pair {time.monotonic() - t:.2f} s later"
+
+
 def check_stop(job: Job, out: dict) -> str:
     for b in job.bufs.values():
         b.drop().get(timeout=30)
     for m in job.meshes:
         m.stop().get(timeout=60)
     failed = sorted({f.mesh_name for f in job.failures})
-    assert set(failed) <= {"doomed", "doomed2"}, [f.report() for f in job.failures]
+    assert set(failed) <= {"doomed", "doomed2", "doomedr"}, [f.report() for f in job.failures]
     return f"{len(job.meshes)} meshes stopped; failures reported: only the killed owners' {failed}"
 
 
 CHECKS = [check_setup, check_worker_reads_worker, check_worker_writes_worker,
           check_controller_and_worker_both_ways, check_action_batch, check_dropped_buffer,
-          check_one_sided, check_timeout, check_owner_killed, check_owner_killed_during_read, check_stop]
+          check_one_sided, check_timeout, check_owner_killed, check_owner_killed_during_read,
+          check_reader_killed, check_stop]
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ WRITE = 4 * MiB + 3             # guest_rdma_buffer.WRITE
 
 CHECKS = ["setup", "worker_reads_worker", "worker_writes_worker",
           "controller_and_worker_both_ways", "action_batch", "dropped_buffer", "one_sided",
-          "timeout", "owner_killed", "owner_killed_during_read", "stop"]
+          "timeout", "owner_killed", "owner_killed_during_read", "reader_killed", "stop"]
 
 
 def _results(rdma_guest) -> dict:
