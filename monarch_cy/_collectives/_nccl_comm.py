@@ -20,6 +20,9 @@ Bounded waiting, thought through:
 * A polling host thread per wait rather than a watchdog thread: nothing runs
   behind the user's back, and work launched with ``async_op=True`` and never
   waited for is checked by the next ``wait()`` or by :meth:`check`.
+* A ``Work`` dropped before it completed hands its event and its buffers to the
+  communicator, which frees them once the device is done: at its next operation,
+  or at ``close()`` (which waits for them).  After ``abort()`` they are not freed.
 
 ``async_op=False`` makes the host wait for the operation (as gloo does), so
 code is identical on both backends; for overlap pass ``async_op=True`` and wait
@@ -99,6 +102,15 @@ class _NcclWork(Work):
             except Exception:  # noqa: BLE001 - the operation itself succeeded
                 pass
 
+    def __del__(self) -> None:
+        # Dropped before completion: the communicator keeps the event and the buffers
+        # until the device is done with them (swept at its next operation or close).
+        if not self._done and self._event:
+            try:
+                self._comm._orphans.append((self._event, self._keep))
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
+
     def wait(self, timeout: float | None = None) -> None:
         if self._done:
             return
@@ -134,6 +146,7 @@ class NcclCommunicator(Group):
         nccl = _nccl()
         self.device = self._resolve_device(device)
         self.nonblocking = nccl.has("CommInitRankConfig")
+        self._orphans = []      # (event, buffers) of works dropped before completion
         self._handle = 0
         from monarch_cy.gpu._device import on_device
 
@@ -239,6 +252,8 @@ class NcclCommunicator(Group):
 
         rt = _rt()
         with on_device(self.device):
+            if self._orphans:
+                self._sweep_orphans()
             try:
                 busy = call()
             except NcclError as e:
@@ -387,6 +402,7 @@ class NcclCommunicator(Group):
             return None
         child = NcclCommunicator.__new__(NcclCommunicator)
         child.device, child.nonblocking = self.device, self.nonblocking
+        child._orphans = []
         child._parent = self
         child._adopt(handle)
         Group.__init__(child, 0, 1, self.timeout, self.check)  # rank/size fixed below
@@ -395,6 +411,24 @@ class NcclCommunicator(Group):
         child.size = nccl.commCount(handle)
         child.rank = nccl.commUserRank(handle)
         return child
+
+    def _sweep_orphans(self, wait: bool = False) -> None:
+        """Free the events (and release the buffers) of works dropped unwaited whose
+        operations have completed; ``wait``: all of them, waiting for the device."""
+        rt = _rt()
+        orphans, self._orphans = self._orphans, []
+        pending = []
+        for ev, keep in orphans:
+            try:
+                if wait:
+                    rt.eventSynchronize(ev)
+                elif not rt.eventQuery(ev):
+                    pending.append((ev, keep))
+                    continue
+                rt.eventDestroy(ev)
+            except Exception:  # noqa: BLE001 - a broken context: nothing left to free
+                pass
+        self._orphans.extend(pending)
 
     # -- teardown -------------------------------------------------------------
     def close(self) -> None:
@@ -410,6 +444,7 @@ class NcclCommunicator(Group):
         from monarch_cy.gpu._device import on_device
 
         with on_device(self.device):
+            self._sweep_orphans(wait=True)
             _nccl().commDestroy(self._handle)
 
     def abort(self, reason: str = "abort() was called") -> None:

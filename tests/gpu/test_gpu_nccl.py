@@ -118,6 +118,30 @@ def test_bad_input(comm):
         NcclCommunicator(0, 1, UniqueId.generate(), device=99)
 
 
+def test_unwaited_work_is_freed_after_completion():
+    """A Work dropped before completion leaves its event and buffers with the
+    communicator until the device is done; the next operation (or close) frees them."""
+    import gc
+
+    c = NcclCommunicator(0, 1, UniqueId.generate(), device=0, timeout=60)
+    try:
+        t = torch.ones(1 << 20, device="cuda:0")
+        w = c.all_reduce(t, async_op=True)
+        del w
+        gc.collect()
+        assert len(c._orphans) == 1 and c._orphans[0][1]        # buffers still held
+        torch.cuda.synchronize()
+        c.all_reduce(torch.ones(4, device="cuda:0"))             # sweeps what completed
+        assert c._orphans == []
+        w2 = c.all_reduce(t, async_op=True)
+        del w2
+        gc.collect()
+        assert len(c._orphans) == 1
+    finally:
+        c.close()                                                # waits and frees the rest
+    assert c._orphans == []
+
+
 def test_close_and_abort():
     c = NcclCommunicator(0, 1, UniqueId.generate(), device=0, timeout=60)
     c.close()
