@@ -8,7 +8,7 @@ import time
 import pytest
 import zmq
 
-from monarch_cy._actor import unixsock
+from monarch_cy._actor import unix_records, unixsock
 from monarch_cy._actor.auth import JobKeys
 from monarch_cy._actor.node import REPLY, Node, get_node, pack
 
@@ -80,7 +80,7 @@ def test_raw_socket_pickle_is_dropped(echo, tmp_path):
         # 3. a proof made with another secret, then the evil record
         s = _seqpacket(path)
         nonce = os.urandom(16)
-        s.send(b"\x03" + nonce + unixsock._proof(os.urandom(32), path, nonce))
+        s.send(b"\x03" + nonce + unix_records.proof(os.urandom(32), path, nonce))
         try:
             s.send(b"\x00" + len(evil).to_bytes(2, "little") + evil)
         except (BrokenPipeError, ConnectionResetError):
@@ -99,7 +99,7 @@ def test_proof_with_the_secret_is_accepted(echo):
     path = unixsock.path_of(addr)
     s = _seqpacket(path)
     nonce = os.urandom(16)
-    s.send(b"\x03" + nonce + unixsock._proof(node.keys.secret, path, nonce))
+    s.send(b"\x03" + nonce + unix_records.proof(node.keys.secret, path, nonce))
     s.send(b"\x00" + pack((REPLY, 1, 0, True), pickle.dumps(1)))
     s.settimeout(0.5)
     with pytest.raises(socket.timeout):      # still connected: not dropped

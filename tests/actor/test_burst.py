@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from monarch_cy._actor import cork, unixsock
+from monarch_cy._actor import cork, unix_records, unixsock
 
 
 def test_pipelined_calls_keep_order_and_values(echo):
@@ -45,7 +45,7 @@ def test_batch_records_round_trip(tmp_path):
         msgs = [[b"m%d" % i] for i in range(5000)]
         msgs.insert(7, [b"h", b"two frames"])                # breaks a run
         msgs.insert(9, [b"x" * (unixsock.MAX_RECORD + 5)])     # spilled, alone
-        recs = unixsock._records(msgs)
+        recs = unix_records.records(msgs)
         assert len(recs) < 100                               # batched, not 5002
         assert out.send_many(msgs) is True or out.flush() is not None
         got = []
@@ -71,7 +71,7 @@ def test_batch_of_one_is_refused_by_the_receiver(tmp_path):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         s.connect(box.path)
         nonce = os.urandom(16)
-        s.send(b"\x03" + nonce + unixsock._proof(secret, box.path, nonce))
+        s.send(b"\x03" + nonce + unix_records.proof(secret, box.path, nonce))
         s.send(bytes((4, 1, 0)) + (3).to_bytes(4, "little") + b"abc")
         try:
             box.recv(300)

@@ -51,7 +51,9 @@ def test_segments_reused_not_leaked(echo):
     for _ in range(20):
         assert one.nbytes.call_one(a).get(10) == a.nbytes
     assert _settle(node, lambda: node.pool.in_use() == 0)
-    assert len(node.pool._segs) <= 3
+    # Reused, not one per call: the receiver's release (sent by its I/O thread) can
+    # trail the reply, so a few segments may be in flight at once under load.
+    assert len(node.pool._segs) <= 6
 
 
 def test_torch_tensor(procs, name):

@@ -1,0 +1,149 @@
+"""Wire format of the ``unix://`` transport (:mod:`.unixsock`): addresses, the
+connection proof, and how messages become seqpacket records.
+
+Proof: the first record on every connection is ``3 | nonce(16) |
+HMAC-SHA256(job secret, tag | inbox path | "|" | nonce)``.
+
+Records (first byte is the kind):
+
+* ``0`` one frame: the rest of the record;
+* ``1`` several frames: ``u16 count``, ``count x u32 length``, then the frames;
+* ``2`` spilled: ``u16 count``, ``count x u64 length``; the frames are in a memfd
+  passed with the record (``SCM_RIGHTS``), used when the message is larger than
+  :data:`MAX_RECORD` (or has more frames than one ``sendmsg`` takes).  The receiver
+  maps it privately (copy-on-write); its frames are views of that mapping, freed when
+  the last view goes.
+* ``4`` a batch of one-frame messages: ``u16 count`` (at least 2), ``count x u32
+  length``, then the messages.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import hmac
+import os
+import socket
+import struct
+
+__all__ = ["SCHEME", "MAX_RECORD", "Again", "Closed", "path_of", "proof", "record",
+           "records", "discard", "fds_of", "split"]
+
+
+SCHEME = "unix://"
+MAX_RECORD = 60 * 1024             # larger messages are spilled to a memfd
+_TAG = b"monarch_cy unix v1|"
+_NONCE = 16
+_PROOF_LEN = 1 + _NONCE + 32
+_ANC = socket.CMSG_SPACE(array.array("i", [0] * 4).itemsize * 4)
+_SNDBUF = 4 << 20                   # capped by the kernel's wmem_max
+_ONE, _MANY, _SPILL, _PROOF, _BATCH = 0, 1, 2, 3, 4
+_RETRY_FAST, _FAST_TRIES, _RETRY_SLOW = 0.001, 2000, 0.05   # connect retries
+_MAX_IOV = 1000                    # buffers per sendmsg (the kernel's IOV_MAX is 1024)
+_B_ONE = bytes((_ONE,))
+_TRUNC = int(socket.MSG_TRUNC | socket.MSG_CTRUNC)
+
+
+class Again(Exception):
+    """Nothing to receive within the timeout (the socket stays usable)."""
+
+
+class Closed(Exception):
+    """The inbox was closed (or interrupted for closing)."""
+
+
+def path_of(addr: str) -> str:
+    if not addr.startswith(SCHEME):
+        raise ValueError(f"not a {SCHEME} address: {addr!r}")
+    return addr[len(SCHEME):]
+
+
+def proof(secret: bytes, path: str, nonce: bytes) -> bytes:
+    return hmac.digest(secret, _TAG + path.encode() + b"|" + nonce, hashlib.sha256)
+
+
+
+def fds_of(anc) -> list:
+    fds = []
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            a = array.array("i")
+            a.frombytes(data[:len(data) - len(data) % a.itemsize])
+            fds.extend(a)
+    return fds
+
+
+def split(data, lens) -> list:
+    mv = memoryview(data)
+    out, pos = [], 0
+    for ln in lens:
+        out.append(mv[pos:pos + ln])
+        pos += ln
+    if pos != len(mv):
+        raise ValueError("frame lengths do not add up")
+    out[0] = bytes(out[0])
+    return out
+
+
+def record(frames) -> tuple:
+    """``(buffers, memfd or -1)`` for one message (see the module docstring)."""
+    if len(frames) == 1:
+        f = frames[0]
+        if len(f) < MAX_RECORD:
+            return [_B_ONE, f], -1
+    views = [memoryview(f).cast("B") for f in frames]
+    lens = [v.nbytes for v in views]
+    k = len(views)
+    if k > 0xFFFF:
+        raise ValueError(f"too many frames in one message ({k})")
+    if sum(lens) + 3 + 4 * k <= MAX_RECORD and k < _MAX_IOV:
+        return [bytes((_MANY, k & 0xFF, k >> 8)) + struct.pack(f"<{k}I", *lens), *views], -1
+    hdr = bytes((_SPILL, k & 0xFF, k >> 8)) + struct.pack(f"<{k}Q", *lens)
+    if len(hdr) > MAX_RECORD:
+        raise ValueError(f"too many frames in one message ({k})")
+    fd = os.memfd_create("monarch_cy-msg", os.MFD_CLOEXEC)
+    try:
+        for v in views:
+            pos = 0
+            while pos < v.nbytes:
+                pos += os.write(fd, v[pos:pos + (1 << 30)])
+    except BaseException:
+        os.close(fd)
+        raise
+    return [hdr], fd
+
+
+def records(msgs) -> list:
+    """Records for ``msgs`` (lists of frames), in order: runs of small one-frame
+    messages share ``_BATCH`` records."""
+    out, run, size = [], [], 3
+
+    def close_run():
+        if len(run) == 1:
+            out.append(([_B_ONE, run[0]], -1))
+        elif run:
+            k = len(run)
+            out.append(([bytes((_BATCH, k & 0xFF, k >> 8)) +
+                         struct.pack(f"<{k}I", *map(len, run)), *run], -1))
+        run.clear()
+
+    for frames in msgs:
+        if len(frames) == 1 and len(frames[0]) + 4 + 3 <= MAX_RECORD:
+            f = frames[0]
+            if size + len(f) + 4 > MAX_RECORD or len(run) == _MAX_IOV - 1:
+                close_run()
+                size = 3
+            run.append(f)
+            size += len(f) + 4
+        else:
+            close_run()
+            size = 3
+            out.append(record(frames))
+    close_run()
+    return out
+
+
+def discard(rec) -> None:
+    if rec[1] >= 0:
+        os.close(rec[1])
+
