@@ -22,11 +22,12 @@ import sys
 from monarch_cy._actor.actor import RESERVED, Actor, ActorMesh, endpoint_table
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
+from monarch_cy._actor.proc_failure import _on_exit, _silent
 from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
 
 # Message kinds (same values as monarch_cy._actor.node; kept here so that importing
 # the public API does not import zmq).
-SPAWN, STOP, PROC_DEAD = 4, 5, 3
+SPAWN, STOP = 4, 5
 
 
 class _LazyCtl:
@@ -106,96 +107,6 @@ class _MeshRecord:
 
 
 ACTOR_HOME = {}     # actor addr -> (_State, global proc rank), controller-spawned actors
-
-
-def _describe(code: int) -> str:
-    import signal
-    if code < 0:
-        try:
-            return f"process killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"process killed by signal {-code}"
-    return f"process exited with code {code}"
-
-
-def _addrs_on(st: _State, g: int, proc: _Proc) -> tuple:
-    """Every address a proc at global rank ``g`` binds (besides its key)."""
-    out = [proc.daddr] if proc.daddr else []
-    out += [rec.where[g][0] for rec in st.meshes if g in rec.where]
-    return tuple(out)
-
-
-def _broadcast_dead(node, proc: _Proc, cause: str, addrs) -> None:
-    msg = _pack((PROC_DEAD, proc.key, cause, addrs))
-    for other in list(_ctl.LIVE_PROCS.values()):
-        if other.key != proc.key and other.popen is not None:
-            node.send(other.key, [msg])
-
-
-def _proc_down(node, proc: _Proc, cause: str) -> None:
-    """A proc failed (died, or went silent): runs in the pump, once per incarnation.
-    Ends its pending calls, tells the other procs, and reports the failure to the
-    client (see :mod:`.supervision`), or lets the restart policy respawn it."""
-    if proc.reported:
-        return
-    proc.reported = True
-    from monarch_cy._actor import supervision
-    st = proc.state
-    addrs = _addrs_on(st, proc.rank, proc)
-    ended = node.proc_failed(proc.key, cause, addrs)
-    _broadcast_dead(node, proc, cause, addrs)
-    if st.stopped:
-        return
-    st.failed_ranks.add(proc.rank)
-    names = [rec.name for rec in st.meshes if proc.rank in rec.where]
-    failure = supervision.MeshFailure(
-        st.name, (proc.rank,), cause, "proc",
-        f"actor meshes on it: {', '.join(names) or 'none'}", addrs=(proc.key,))
-    handled = _maybe_restart(node, st, failure)
-    supervision.client_failure(node, failure, (proc.key,), st, handled or ended > 0)
-
-
-def _maybe_restart(node, st: _State, failure) -> bool:
-    """Start a policy respawn of ``st``'s failed ranks; True if the policy took it."""
-    pol = st.policy
-    if pol is None or st.stopped or st.restarts >= pol.max_restarts:
-        return False
-    st.restarts += 1
-    from monarch_cy._actor import respawn
-    respawn.start(node, st, None, pol.delay(st.restarts), policy=True)
-    return True
-
-
-def _on_exit(node, proc: _Proc, code: int) -> None:
-    """Runs in the pump when a proc exits (reported by the launcher)."""
-    try:
-        if _ctl.LIVE_PROCS.get(proc.key) is proc:
-            del _ctl.LIVE_PROCS[proc.key]
-        st = proc.state
-        if proc.replaced:
-            pass                      # a respawn killed it and owns what follows
-        elif st.stopped:
-            cause = "proc mesh stopped"
-            addrs = _addrs_on(st, proc.rank, proc)
-            node.proc_failed(proc.key, cause, addrs)
-            _broadcast_dead(node, proc, cause, addrs)
-        else:
-            _proc_down(node, proc, _describe(code))
-        proc.alive = False
-        st.stop_waiting.discard(proc)
-        if st.stop_future is not None and not st.stop_waiting:
-            st.stop_future._set_result(None)
-    finally:
-        proc.done.set()
-
-
-def _silent(node, proc: _Proc, cause: str) -> None:
-    """Heartbeat timeout (in the pump): fail the proc now, then kill it."""
-    _proc_down(node, proc, cause)
-    try:
-        proc.popen.kill()
-    except OSError:
-        pass
 
 
 class ProcMesh(MeshTrait):

@@ -156,6 +156,7 @@ def _check_stopped(st) -> None:
 def _restart_rank(node, st, g) -> list:
     """Replace the proc at global rank ``g``; returns ``(rank, future)`` to wait on."""
     from monarch_cy._actor import controller as ctl
+    from monarch_cy._actor import proc_failure as pfail
     from monarch_cy._actor import proc_mesh as pmod
     from monarch_cy._actor.node import SPAWN, pack
     from monarch_cy._actor.ports import OneCollector
@@ -176,14 +177,14 @@ def _restart_rank(node, st, g) -> list:
     _check_stopped(st)
     handle = old.starter()
     new = pmod._Proc(g, old.key, handle, st, old.starter, old.daddr)
-    handle._on_exit = lambda code, p=new: pmod._on_exit(node, p, code)
+    handle._on_exit = lambda code, p=new: pfail._on_exit(node, p, code)
 
     def revive():
         st.procs[g] = new
         ctl.LIVE_PROCS[new.key] = new
         node.revive(new.key)
         from monarch_cy._actor import supervision
-        supervision.forget_seen((new.key, *pmod._addrs_on(st, g, new)))
+        supervision.forget_seen((new.key, *pfail._addrs_on(st, g, new)))
         msg = pack((REVIVE, new.key))
         for other in list(ctl.LIVE_PROCS.values()):
             if other is not new and other.popen is not None:
@@ -216,11 +217,11 @@ def _restart_rank(node, st, g) -> list:
 
 def _mark_down(node, st, old) -> None:
     """A live proc being replaced: its pending calls end now (SupervisionError)."""
-    from monarch_cy._actor import proc_mesh as pmod
+    from monarch_cy._actor import proc_failure as pfail
     cause = "proc replaced by respawn (an actor on it had failed)"
-    addrs = pmod._addrs_on(st, old.rank, old)
+    addrs = pfail._addrs_on(st, old.rank, old)
     node.proc_failed(old.key, cause, addrs)
-    pmod._broadcast_dead(node, old, cause, addrs)
+    pfail._broadcast_dead(node, old, cause, addrs)
 
 
 def _wait_ready(node, st, waits) -> None:

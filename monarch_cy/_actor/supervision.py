@@ -283,7 +283,7 @@ def _expire(p: _Pending) -> None:
 def handle_supervise(node, hdr, data, extras) -> None:
     """SUPERVISE in the controller: an actor owned by the client failed."""
     failure = pickle.loads(data)
-    from monarch_cy._actor import proc_mesh
+    from monarch_cy._actor import proc_failure, proc_mesh
     state, handled = None, False
     for a in failure.addrs:
         home = proc_mesh.ACTOR_HOME.get(a)
@@ -291,7 +291,7 @@ def handle_supervise(node, hdr, data, extras) -> None:
             state = home[0]
             state.failed_ranks.add(home[1])
     if state is not None:
-        handled = proc_mesh._maybe_restart(node, state, failure)
+        handled = proc_failure._maybe_restart(node, state, failure)
     client_failure(node, failure, failure.addrs, state, handled)
 
 
