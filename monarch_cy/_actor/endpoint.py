@@ -178,7 +178,12 @@ class Endpoint(Generic[R]):
                     node.drop_port(port_id)
                 continue
             h = dumps((name, addr, port_id, local, key), 5)
-            send(addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
+            try:
+                send(addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
+            except BaseException:         # e.g. MemoryError: no room for the message
+                if port_id:
+                    node.drop_port(port_id)
+                raise
         if dead:          # a proc failed while we sent: its part must not hang
             for local, g in enumerate(granks):
                 if procs[local] in dead:
@@ -234,7 +239,11 @@ class Endpoint(Generic[R]):
         port_id = next(node._port_ids)
         node._ports[port_id] = col
         h = _dumps((self._name, node.direct_addr, port_id, 0, node.key), 5)
-        node.send(addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+        try:
+            node.send(addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+        except BaseException:             # e.g. MemoryError: no room for the message
+            node._ports.pop(port_id, None)
+            raise
         if proc in dead:          # it failed while we sent: do not hang
             _late_dead(node, port_id, col, proc, addr)
         if self._timeout is not None:

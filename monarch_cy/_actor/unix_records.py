@@ -107,6 +107,10 @@ def record(frames) -> tuple:
             pos = 0
             while pos < v.nbytes:
                 pos += os.write(fd, v[pos:pos + (1 << 30)])
+    except OSError as e:
+        os.close(fd)
+        raise MemoryError(f"cannot hold a {sum(lens)}-byte message in memory to send "
+                          f"it: {e}") from None
     except BaseException:
         os.close(fd)
         raise

@@ -213,3 +213,35 @@ def test_actor_messages_around_the_record_and_shm_limits(echo, nbytes):
     assert one.checksum.call_one(a).get(30) == float(a.sum())
     r = one.make_array.call_one(nbytes, 7).get(30)
     assert r.nbytes == nbytes and int(r.min()) == 7 and int(r.max()) == 7
+
+
+def test_spill_without_memory_is_a_clear_error(pair, monkeypatch):
+    import errno
+    box, out, _ = pair
+    before = _fds()
+
+    def no_space(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(unix_records.os, "write", no_space)
+    with pytest.raises(MemoryError, match="200000-byte message"):
+        out.send([b"x" * 200_000])
+    monkeypatch.undo()
+    assert _fds() == before                       # the memfd was closed
+    out.send([b"after"])
+    assert box.recv(2000) == [b"after"]
+
+
+def test_call_that_cannot_be_sent_fails_at_the_call_site(echo, monkeypatch):
+    from monarch_cy._actor.node import get_node
+    node = get_node()
+    one = echo.slice(gpus=0)
+    ports = len(node._ports)
+
+    def no_space(fd, data):
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(unix_records.os, "write", no_space)
+    with pytest.raises(MemoryError, match="cannot hold"):
+        one.checksum.call_one(bytearray(150_000))           # spilled (60-256 KiB)
+    monkeypatch.undo()
+    assert len(node._ports) == ports                          # no port left behind
+    assert one.ping.call_one(5).get(10) == 5
