@@ -41,6 +41,10 @@ stamp="$VENV/.monarch_cy-installed$extras"
 if [ ! -f "$stamp" ] || [ -n "$(find monarch_cy setup.py pyproject.toml -newer "$stamp" -print -quit)" ]; then
     echo "[setup] installing monarch_cy$extras (builds the Cython extensions)"
     pip install -e ".$extras"
+    # An editable install compiles no bytecode (a regular one does); without it every
+    # process, each worker included, recompiles the package when
+    # PYTHONDONTWRITEBYTECODE is set.
+    "$py" -m compileall -q monarch_cy >/dev/null
     touch "$stamp"
 fi
 
