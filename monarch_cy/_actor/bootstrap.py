@@ -112,6 +112,7 @@ def zygote_main(first: dict, stdin) -> None:
     from monarch_cy._actor import actor_host, auth, logs, node, shm, wire  # noqa: F401
     import monarch_cy.actor  # noqa: F401  (what user actor modules import)
     import gc
+    import shutil
     import signal
     gc.freeze()        # workers' collections skip what they inherit: fewer COW faults
     status = first["status_fd"]
@@ -120,6 +121,9 @@ def zygote_main(first: dict, stdin) -> None:
 
     def parent_died(signum, frame):
         # The controller is gone: take every worker down with us, leave no files.
+        # Stdin's EOF and the parent-death SIGTERM both come here: the first one wins
+        # (a SIGTERM arriving mid-way must not re-enter, e.g. inside an import).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for pid in list(children):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -131,7 +135,6 @@ def zygote_main(first: dict, stdin) -> None:
             except ChildProcessError:
                 pass
         if rundir:
-            import shutil
             shutil.rmtree(rundir[0], ignore_errors=True)
         os._exit(0)
     signal.signal(signal.SIGTERM, parent_died)
