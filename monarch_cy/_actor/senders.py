@@ -51,14 +51,9 @@ class SendMixin:
     def _send_now(self, addr: str, frames) -> None:
         if addr[0] == "u":
             return self._send_unix(addr, frames)
-        ent = self._out.get(addr)
+        ent = self._dest(addr, lambda a: (self._client(a), threading.Lock()))
         if ent is None:
-            with self._out_lock:
-                ent = self._out.get(addr)
-                if ent is None:
-                    if self._closed:
-                        return
-                    ent = self._out[addr] = (self._client(addr), threading.Lock())
+            return
         bsend = _B.send
         with ent[1]:
             if ent[0].closed:             # forgotten meanwhile (its peer died)
@@ -81,12 +76,8 @@ class SendMixin:
             for frames in msgs:
                 self._send_now(addr, frames)
             return
-        o = self._outlet(addr)
-        if o is None:
-            return
-        if o.closed and self._out.get(addr) is not o:
-            return self.send_many(addr, msgs)
-        if not o.send_many(msgs):
+        o = self._live_outlet(addr)
+        if o is not None and not o.send_many(msgs):
             self.call_in_pump(lambda: self._arm_outlet(o))
 
     def cork(self) -> None:
@@ -108,28 +99,34 @@ class SendMixin:
             if c is not None:
                 c.flush()
 
-    def _outlet(self, addr: str):
-        o = self._out.get(addr)
-        if o is None:
+    def _dest(self, addr: str, make):
+        """The connection to ``addr``, made with ``make(addr)`` on first use; None once
+        this node is closed."""
+        ent = self._out.get(addr)
+        if ent is None:
             with self._out_lock:
-                o = self._out.get(addr)
-                if o is None:
+                ent = self._out.get(addr)
+                if ent is None:
                     if self._closed:
                         return None
-                    o = self._out[addr] = unixsock.Outlet(addr, self.keys.secret)
-        return o
+                    ent = self._out[addr] = make(addr)
+        return ent
+
+    def _live_outlet(self, addr: str):
+        """The unix outlet to ``addr``, or None when the node is closed or ``addr`` was
+        forgotten (its peer died: the message is dropped, as zmq's socket would)."""
+        while True:
+            o = self._dest(addr, lambda a: unixsock.Outlet(a, self.keys.secret))
+            if o is None or not o.closed:
+                return o
+            if self._out.get(addr) is o:
+                return None
+            # forgotten and replaced meanwhile: look again
 
     def _send_unix(self, addr: str, frames) -> None:
-        o = self._out.get(addr) or self._outlet(addr)
-        if o is None:
-            return
-        if o.closed:                      # forgotten meanwhile (its peer died)
-            if self._out.get(addr) is o:
-                return
-            return self._send_unix(addr, frames)
-        if not o.send(frames):
+        o = self._live_outlet(addr)
+        if o is not None and not o.send(frames):
             self.call_in_pump(lambda: self._arm_outlet(o))
-
 
     def forget(self, addrs) -> None:
         """Close the sockets to ``addrs``, discarding what is queued on them; a later

@@ -46,26 +46,14 @@ class Outlet:
         self.armed = False                # a flush is pending in the caller's pump
 
     def send(self, frames) -> bool:
-        rec = record(frames)
-        with self.lock:
-            if self.closed:
-                discard(rec)
-                return True
-            if not self.backlog:
-                if self.sock is None and not self._connect():
-                    self.want = "retry"
-                elif self._push(rec):
-                    return True
-            self.backlog.append(rec)
-            if self.armed:
-                return True
-            self.armed = True
-            return False
+        return self._send_records((record(frames),))
 
     def send_many(self, msgs) -> bool:
         """Send several messages in order, one-frame ones batched into few records.
         Returns like :meth:`send`."""
-        recs = records(msgs)
+        return self._send_records(records(msgs))
+
+    def _send_records(self, recs) -> bool:
         with self.lock:
             if self.closed:
                 for rec in recs:

@@ -45,7 +45,6 @@ _lock = threading.Lock()
 _state = None          # (pid, Context, ProtectionDomain)
 _peers: dict = {}       # owner side: peer key -> QueuePair
 _qps: dict = {}         # reader side: owner key -> [QueuePair, Lock]
-_watched_node = None    # the node whose proc deaths close owner-side queue pairs
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,7 +126,9 @@ def accept(peer_key: str, endpoint: bytes) -> bytes:
     from monarch_cy._verbs import QPEndpoint, QueuePair
     qp = QueuePair(_pd())
     qp.connect(QPEndpoint.from_bytes(endpoint))
-    _watch_peers()
+    # The owner side is passive: only the runtime's news of the reader's death frees it.
+    from monarch_cy._rdma_buffer import _watch
+    _watch.on_death(_forget_peer)
     with _lock:
         old = _peers.pop(peer_key, None)
         _peers[peer_key] = qp
@@ -140,21 +141,6 @@ def peers() -> list:
     """Owner side: the keys of the readers this process holds a queue pair for."""
     with _lock:
         return sorted(_peers)
-
-
-def _watch_peers() -> None:
-    """Close a reader's queue pair here when the runtime reports its proc dead (the
-    owner side is passive: nothing else would ever free it)."""
-    global _watched_node
-    from monarch_cy._actor.node import current_node
-    node = current_node()
-    if node is None or _watched_node is node:
-        return
-    with _lock:
-        if _watched_node is node:
-            return
-        _watched_node = node
-    node.on_proc_failed.append(_forget_peer)
 
 
 def _forget_peer(proc_key: str, cause: str) -> None:

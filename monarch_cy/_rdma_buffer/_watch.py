@@ -19,10 +19,11 @@ import threading
 from monarch_cy._rdma_buffer import _identity
 from monarch_cy._rdma_buffer._errors import OwnerDiedError
 
-__all__ = ["check_owner", "watching", "died_error", "owner_gone"]
+__all__ = ["check_owner", "watching", "died_error", "owner_gone", "on_death"]
 
 _lock = threading.Lock()
 _pending: dict[str, set] = {}
+_listeners: list = []          # fn(proc_key, cause), see on_death
 _installed_node = None
 
 
@@ -39,8 +40,21 @@ def _install(node) -> None:
 def _on_failed(proc_key: str, cause: str) -> None:
     with _lock:
         receivers = _pending.pop(proc_key, ())
+        listeners = list(_listeners)
     for r in list(receivers):
         r.deliver(None, False, died_error(proc_key, cause))
+    for fn in listeners:
+        fn(proc_key, cause)
+
+
+def on_death(fn) -> None:
+    """Call ``fn(proc_key, cause)`` (in the pump) whenever the runtime reports a proc
+    dead to this process; registering the same ``fn`` again does nothing."""
+    from monarch_cy._actor.node import get_node
+    _install(get_node())
+    with _lock:
+        if fn not in _listeners:
+            _listeners.append(fn)
 
 
 def died_error(owner: str, cause: str) -> OwnerDiedError:

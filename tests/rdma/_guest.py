@@ -278,3 +278,15 @@ def run_job(image: GuestImage, script: str, *, timeout: float = 240.0, memory_mb
     if qemu_out:
         console += "\n[qemu] " + qemu_out.decode(errors="replace")
     return JobResult(rc, log, console, out, seconds)
+
+
+def write_results(results: dict, path: str | None) -> int:
+    """End of a check script run in the guest: ``{name: {"ok", "detail"}}`` as JSON to
+    ``path`` (or stdout); returns the script's exit status (0 when all are ok)."""
+    import json
+    text = json.dumps(results, indent=1)
+    if path:
+        Path(path).write_text(text)
+    else:
+        print(text)
+    return 0 if all(r["ok"] for r in results.values()) else 1

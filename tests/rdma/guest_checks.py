@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import hashlib
-import json
 import mmap
 import os
 import pickle
@@ -32,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from _guest import write_results  # noqa: E402  (this script's folder is on sys.path)
 from monarch_cy import _rdma  # noqa: E402
 from monarch_cy._verbs import (  # noqa: E402
     Context, ProtectionDomain, QPEndpoint, QueuePair, RemoteRegion, VerbsError, VerbsTimeout,
@@ -407,12 +407,7 @@ def main() -> int:
             owner.kill()
             owner.wait()
         results["owner_exit"] = {"ok": owner.returncode == 0, "detail": f"exit status {owner.returncode}"}
-    text = json.dumps(results, indent=1)
-    if args.results:
-        Path(args.results).write_text(text)
-    else:
-        print(text)
-    return 0 if all(r["ok"] for r in results.values()) else 1
+    return write_results(results, args.results)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ so nothing can fall back to ``cma`` or ``tcp``; data is compared by SHA-256.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -33,6 +32,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 
 from _buffer_actors import Peer, pattern, sha  # noqa: E402
+from _guest import write_results  # noqa: E402
 
 MiB = 1 << 20
 BIG = 8 * MiB + 17              # the main read: not a multiple of a page or a message
@@ -431,12 +431,7 @@ def main() -> int:
               f"{out['detail'][:300]}", flush=True)
         if name == "setup" and not out["ok"]:
             break
-    text = json.dumps(results, indent=1)
-    if args.results:
-        Path(args.results).write_text(text)
-    else:
-        print(text)
-    return 0 if all(r["ok"] for r in results.values()) else 1
+    return write_results(results, args.results)
 
 
 if __name__ == "__main__":
