@@ -16,6 +16,8 @@ PROC_DEAD = 3        # monarch_cy._actor.node.PROC_DEAD (not imported: no zmq he
 
 
 class _LazyCtl:
+    """``controller`` module, imported on first use (proc_mesh uses it too)."""
+
     def __getattr__(self, name):
         from monarch_cy._actor import controller
         return getattr(controller, name)
@@ -25,6 +27,7 @@ _ctl = _LazyCtl()
 
 
 def _pack(hdr, data=b""):
+    """``node.pack``, imported on first use (proc_mesh uses it too)."""
     from monarch_cy._actor.node import pack
     return pack(hdr, data)
 

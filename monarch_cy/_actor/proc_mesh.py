@@ -22,7 +22,7 @@ import sys
 from monarch_cy._actor.actor import RESERVED, Actor, ActorMesh, endpoint_table
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
-from monarch_cy._actor.proc_failure import _on_exit, _silent
+from monarch_cy._actor.proc_failure import _ctl, _on_exit, _pack, _silent
 from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
 
 # Message kinds (same values as monarch_cy._actor.node; kept here so that importing
@@ -30,23 +30,11 @@ from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
 SPAWN, STOP = 4, 5
 
 
-class _LazyCtl:
-    def __getattr__(self, name):
-        from monarch_cy._actor import controller
-        return getattr(controller, name)
-
-
-_ctl = _LazyCtl()
-
-
 def get_node():
     from monarch_cy._actor.node import get_node as g
     return g()
 
 
-def _pack(hdr, data=b""):
-    from monarch_cy._actor.node import pack
-    return pack(hdr, data)
 
 __all__ = ["HostMesh", "ProcMesh", "this_host", "this_proc", "stop_all"]
 
