@@ -70,9 +70,16 @@ def test_agent_with_another_secret_is_refused_and_logged(hosts3):
 
 
 def _agent_pid(hosts, i) -> int:
-    """The agent's pid: nsenter, unshare and sh all exec, so it is the Popen's."""
+    """The agent's pid: nsenter, unshare and sh all exec, so it is the Popen's.  Read
+    right after the start, the process may be between two of those execs, when its
+    cmdline reads empty: look again for a moment."""
+    import time
     pid = hosts.agents[i].pid
-    assert hosts.agents[i].poll() is None, f"agent {i} died early:\n{hosts.log(i)}"
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        assert b"monarch_cy._hosts.agent" in f.read()
+    cmd, end = b"", time.monotonic() + 5
+    while b"monarch_cy._hosts.agent" not in cmd and time.monotonic() < end:
+        assert hosts.agents[i].poll() is None, f"agent {i} died early:\n{hosts.log(i)}"
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+        time.sleep(0.01)
+    assert b"monarch_cy._hosts.agent" in cmd
     return pid
