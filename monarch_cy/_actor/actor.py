@@ -9,6 +9,7 @@ not an endpoint raises ``AttributeError`` saying why.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from typing import Generic, TypeVar
 
@@ -16,14 +17,12 @@ from monarch_cy._actor.endpoint import Endpoint, EndpointProperty
 from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
 
 __all__ = ["Actor", "ActorMesh", "Context", "ActorInstance", "context", "current_rank",
-           "current_size", "endpoint_table"]
+           "current_size", "current_actor_name", "endpoint_table", "check_actor_class"]
 
 A = TypeVar("A")
 
-# Names an endpoint may not take: they are ActorMesh attributes.
-RESERVED = frozenset({"slice", "split", "flatten", "rename", "size", "sizes", "extent",
-                      "stop", "call", "call_one", "choose", "broadcast", "stream",
-                      "initialized"})
+# Built-in message names (never endpoints; see actor_host).
+BUILTIN = frozenset({"__supervise__", "__ready__", "__stop__", "__stop_mesh__"})
 
 
 class Actor:
@@ -31,8 +30,10 @@ class Actor:
 
     ``__init__`` runs in the actor's own thread before any message is handled.  An
     actor whose endpoints are all ``def`` runs them one at a time, in arrival order,
-    on its thread; an actor with any ``async def`` endpoint runs an asyncio loop on
-    its thread: messages *start* in arrival order and interleave at ``await``.
+    on its thread; an actor whose endpoints are all ``async def`` runs an asyncio
+    loop on its thread: messages *start* in arrival order and interleave at
+    ``await``.  Mixing the two kinds in one class is refused at spawn, as in Monarch
+    (a sync endpoint that waits would stall the loop of the async ones).
     """
 
     @property
@@ -55,11 +56,89 @@ def endpoint_table(cls) -> tuple:
     return eps, frozenset(plain)
 
 
+def _is_coroutine_fn(fn) -> bool:
+    return bool(getattr(getattr(fn, "__code__", None), "co_flags", 0) & 0x80)
+
+
+def check_actor_class(cls) -> tuple:
+    """Validate an actor class for spawning; return its :func:`endpoint_table`.
+
+    Raises ``TypeError`` for a non-Actor or an ``async def __init__`` and
+    ``ValueError`` for a class mixing ``def`` and ``async def`` endpoints (or an
+    ``__cleanup__`` of the other kind), with Monarch's rule and reason.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Actor)):
+        raise TypeError(f"spawn needs a subclass of Actor, not {cls!r}")
+    if _is_coroutine_fn(cls.__init__):
+        raise TypeError(f"{cls.__qualname__}.__init__ must be a plain def, not async def")
+    eps, plain = endpoint_table(cls)
+    clash = sorted(set(eps) & BUILTIN)
+    if clash:
+        raise ValueError(f"{cls.__qualname__} has endpoints named {clash!r}, which are "
+                         "reserved for the runtime's own messages; rename them")
+    sync = sorted(n for n, (_, asy) in eps.items() if not asy)
+    asy = sorted(n for n, (_, a) in eps.items() if a)
+    why = ("a synchronous endpoint that waits would deadlock the asyncio loop that runs "
+           "the async ones")
+    if sync and asy:
+        raise ValueError(f"{cls.__qualname__} mixes both async and sync endpoints "
+                         f"(sync: {sync}, async: {asy}); make them all one kind: {why}")
+    cleanup = getattr(cls, "__cleanup__", None)
+    if cleanup is not None:
+        if sync and _is_coroutine_fn(cleanup):
+            raise ValueError(f"{cls.__qualname__} has sync endpoints {sync} but an async "
+                             f"__cleanup__; make __cleanup__ synchronous too: {why}")
+        if asy and not _is_coroutine_fn(cleanup):
+            raise ValueError(f"{cls.__qualname__} has async endpoints {asy} but a "
+                             f"synchronous __cleanup__; make __cleanup__ async too: {why}")
+    return eps, plain
+
+
+# ActorMesh attributes that are properties: an endpoint of the same name needs a class
+# of its own to shadow them (plain methods are shadowed by the instance dict).
+_MESH_PROPERTIES = frozenset({"extent", "sizes", "name", "initialized"})
+_mesh_classes = {}
+
+
+def _mesh_class(endpoints) -> type:
+    clash = frozenset(endpoints) & _MESH_PROPERTIES
+    if not clash:
+        return ActorMesh
+    cls = _mesh_classes.get(clash)
+    if cls is None:
+        ns = {n: property(lambda self, n=n: self.__getattr__(n)) for n in clash}
+        ns["__slots__"] = ()
+        cls = _mesh_classes[clash] = type("ActorMesh", (ActorMesh,), ns)
+    return cls
+
+
+def _rebuild_actor_mesh(name, cls_name, endpoints, plain, addrs, procs, shape, full):
+    state = None
+    from monarch_cy._actor.proc_mesh import ACTOR_HOME
+    home = ACTOR_HOME.get(addrs[0]) if addrs else None
+    if home is not None:
+        state = home[0]
+    m = ActorMesh(name, cls_name, endpoints, plain, addrs, procs, shape, state)
+    m._full = full
+    return m
+
+
 class ActorMesh(MeshTrait, Generic[A]):
-    """A mesh of actors of one class (a reference; picklable; sliceable)."""
+    """A mesh of actors of one class (a reference; picklable; sliceable).
+
+    Endpoints are attributes: ``mesh.method`` is an :class:`Endpoint`.  An endpoint may
+    take the name of a mesh attribute (``stop``, ``size``, ``slice``...): on that
+    mesh the endpoint wins, and the mesh operation stays reachable through the class
+    (``ActorMesh.stop(mesh)``).
+    """
+
+    def __new__(cls, name, cls_name, endpoints, *args, **kwargs):
+        return object.__new__(_mesh_class(endpoints) if cls is ActorMesh else cls)
 
     def __init__(self, name, cls_name, endpoints, plain, addrs, procs, shape,
                  state=None) -> None:
+        if isinstance(cls_name, type):
+            cls_name = cls_name.__qualname__
         self._name = name
         self._cls_name = cls_name
         self._endpoints = endpoints
@@ -68,8 +147,13 @@ class ActorMesh(MeshTrait, Generic[A]):
         self._procs = tuple(procs)
         self._shape = shape
         self._state = state
+        self._full = True          # the whole mesh as spawned (message_rank = rank)
         self._rr = -1
         self._gr = None
+        d = self.__dict__
+        for ep, (explicit, _) in endpoints.items():
+            if hasattr(ActorMesh, ep) and ep not in _MESH_PROPERTIES:
+                d[ep] = Endpoint(self, ep, explicit)     # shadows the mesh method
 
     def _granks(self):
         g = self._gr
@@ -78,8 +162,10 @@ class ActorMesh(MeshTrait, Generic[A]):
         return g
 
     def _new_with_shape(self, shape: Shape) -> "ActorMesh":
-        return ActorMesh(self._name, self._cls_name, self._endpoints, self._plain,
-                         self._addrs, self._procs, shape, self._state)
+        m = ActorMesh(self._name, self._cls_name, self._endpoints, self._plain,
+                      self._addrs, self._procs, shape, self._state)
+        m._full = False
+        return m
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -87,7 +173,8 @@ class ActorMesh(MeshTrait, Generic[A]):
         ep = self._endpoints.get(name)
         if ep is not None:
             e = Endpoint(self, name, ep[0])
-            self.__dict__[name] = e     # later lookups skip __getattr__
+            if name not in _MESH_PROPERTIES:
+                self.__dict__[name] = e     # later lookups skip __getattr__
             return e
         if name in self._plain:
             raise AttributeError(
@@ -97,11 +184,13 @@ class ActorMesh(MeshTrait, Generic[A]):
                              f"(endpoints: {sorted(self._endpoints)})")
 
     def __reduce__(self):
-        return (ActorMesh, (self._name, self._cls_name, self._endpoints, self._plain,
-                            self._addrs, self._procs, self._shape))
+        return (_rebuild_actor_mesh, (self._name, self._cls_name, self._endpoints,
+                                      self._plain, self._addrs, self._procs, self._shape,
+                                      self._full))
 
     def __repr__(self):
-        return f"<ActorMesh {self._name!r} of {self._cls_name} {self.sizes!r}>"
+        sizes = dict(zip(self._shape.labels, self._shape.sizes))
+        return f"<ActorMesh {self._name!r} of {self._cls_name} {sizes!r}>"
 
     @property
     def name(self) -> str:
@@ -113,21 +202,68 @@ class ActorMesh(MeshTrait, Generic[A]):
         from monarch_cy._actor.future import Future
         return Future._resolved(None)
 
+    def stop(self, reason: str = "stopped by client"):
+        """Stop these actors (not their procs): each one finishes the messages sent
+        to it before this call, runs ``__cleanup__(None)``, drops its instance (so
+        ``__del__`` runs) and answers every later call with ``MeshStoppedError``.
+        Returns a ``Future[None]`` resolved when every actor has stopped; non-blocking.
+        """
+        from monarch_cy._actor.future import Future
+        out = Future._make(None)
+        inner = Endpoint(self, "__stop_mesh__", False).call(str(reason))
+
+        def done(f):
+            exc = f.exception()
+            if exc is None:
+                out._set_result(None)
+            else:
+                out._set_exception(exc)
+        inner.add_done_callback(done)
+        return out
+
 
 class ActorInstance:
-    """What ``context().actor_instance`` describes: the running actor (or client)."""
+    """What ``context().actor_instance`` describes: the running actor (or client).
 
-    __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync")
+    Attributes: ``name`` (the actor mesh's name), ``rank`` (this actor's
+    :class:`Point` in its mesh), ``proc_rank``, ``actor_id`` (``name[rank]``),
+    ``creator``.  ``proc`` is this actor's own proc as a proc mesh of one.
+    """
+
+    __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync",
+                 "host")
 
     def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
-                 addr: str = "") -> None:
+                 addr: str = "", host=None) -> None:
         self.name, self.rank, self.proc_rank, self.actor_id = name, rank, proc_rank, actor_id
         self.creator = None
         self.addr = addr      # this actor's socket: a sync actor must not wait on itself
         self.sync = False
+        self.host = host      # the ActorHost running it (None for the client)
+
+    @property
+    def proc(self):
+        """This actor's proc, as a ProcMesh of one (``this_proc()``)."""
+        from monarch_cy._actor.proc_mesh import this_proc
+        return this_proc()
+
+    def abort(self, reason: str | None = None) -> None:
+        """Fail this actor now, as an unhandled error would (Monarch's semantics):
+        ``__cleanup__`` runs, its owner's ``__supervise__`` (or the client's fault
+        hook) gets a MeshFailure whose cause names ``reason``, and every later call is
+        answered with ``SupervisionError``.  Returns: the endpoint that called it
+        still finishes and its caller gets its result.  In the client it raises
+        ``RuntimeError``: the client is not an actor and has no owner."""
+        if self.host is None:
+            raise RuntimeError("abort() is for actors; the client has no owner to report "
+                               "to (raise an exception or call sys.exit instead)")
+        self.host.abort(reason)
 
     def __repr__(self):
         return f"<ActorInstance {self.actor_id} rank={dict(self.rank)}>"
+
+
+_message = contextvars.ContextVar("monarch_cy_message", default=None)
 
 
 class Context:
@@ -137,6 +273,19 @@ class Context:
 
     def __init__(self, actor_instance: ActorInstance) -> None:
         self.actor_instance = actor_instance
+
+    @property
+    def message_rank(self) -> Point:
+        """Where this actor sits in the *call* being handled: its Point in the mesh
+        or slice the caller sent to (not its rank in its own mesh when the caller
+        sliced it; 0-dimensional for ``choose`` and outside any message)."""
+        msg = _message.get()
+        if msg is None:
+            return Point(0, Extent([], []))
+        local, ext = msg
+        if ext is None:
+            return self.actor_instance.rank
+        return Point(local, Extent(*ext))
 
 
 _local = threading.local()
@@ -150,6 +299,11 @@ def _set_current(inst) -> None:
 def context() -> Context:
     """The calling actor's context (in the controller: the client instance)."""
     return Context(getattr(_local, "instance", None) or _CLIENT)
+
+
+def current_actor_name() -> str:
+    """The calling actor's id as a string (``"client[0]"`` in the controller)."""
+    return str(context().actor_instance.actor_id)
 
 
 def current_rank() -> Point:

@@ -35,56 +35,52 @@ import traceback
 
 from monarch_cy._actor import unixsock
 from monarch_cy._actor.cork import MAX_BURST
-from monarch_cy._actor.actor import ActorInstance, _set_current, endpoint_table
+from monarch_cy._actor.actor import (BUILTIN, ActorInstance, _message, _set_current,
+                                     endpoint_table)
 from monarch_cy._actor.errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._actor.ports import Port
 from monarch_cy._actor.shape import Extent, Point
 
-__all__ = ["handle_spawn", "ActorHost", "HOSTS"]
+__all__ = ["handle_spawn", "ActorHost", "HOSTS", "post_to", "stop_hosts"]
 
 HOSTS = {}          # actor address -> ActorHost, in this process
-_main_loaded = False
-
-
-def _load_main(path: str) -> None:
-    """Make the controller's ``__main__`` classes importable (as multiprocessing does)."""
-    global _main_loaded
-    if _main_loaded or not path:
-        return
-    _main_loaded = True
-    import importlib.util
-    main = sys.modules.get("__main__")
-    if main is not None and getattr(main, "__file__", None) == path:
-        return
-    spec = importlib.util.spec_from_file_location("__mp_main__", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["__mp_main__"] = mod
-    spec.loader.exec_module(mod)
-    sys.modules["__main__"] = mod
 
 
 def handle_spawn(node, hdr, data, extras) -> None:
-    """SPAWN: ``(SPAWN, name, addr, rank, labels, sizes, proc_rank, main_path[,
-    owner])``; payload ``(cls, args, kwargs)``, unpickled in the actor's thread.
-    ``owner``: ``("client", controller addr)`` or ``("actor", owner actor addr)``."""
-    _, name, addr, rank, labels, sizes, proc_rank, main_path = hdr[:8]
-    owner = hdr[8] if len(hdr) > 8 else None
+    """SPAWN: ``(SPAWN, name, addr, rank, labels, sizes, proc_rank, owner)``; payload
+    ``(cls, args, kwargs)``, unpickled in the actor's thread (classes from the
+    controller's ``__main__`` arrive by value: the controller's script never runs
+    here).  ``owner``: ``("client", controller addr)`` or ``("actor", owner actor
+    addr)``."""
+    _, name, addr, rank, labels, sizes, proc_rank, owner = hdr[:8]
     host = ActorHost(node, name, addr, Point(rank, Extent(labels, sizes)), proc_rank,
-                     (bytes(data), list(extras)), main_path, owner)
+                     (bytes(data), list(extras)), owner)
     HOSTS[addr] = host
     host.start()
 
 
-def stop_hosts(node, timeout: float) -> None:
-    """The proc is stopping: every actor runs ``__cleanup__(None)`` after its current
-    message (queued ones are answered with MeshStoppedError); wait at most
-    ``timeout`` s in all (a stuck endpoint cannot hold the stop)."""
+def post_to(node, addr: str, method: str, payload=None) -> None:
+    """Send the built-in message ``method`` (no reply port) to the actor at ``addr``,
+    on the same connection as this process's calls to it (so after them)."""
+    data, extras = node.encode(((payload,), {}) if payload is not None else ((), {}),
+                               (node.key,))
+    h = pickle.dumps((method, "", 0, 0, node.key, None), 5)
+    node.send(addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+
+
+def stop_hosts(node, timeout: float, stopped=()) -> None:
+    """The proc is stopping: every actor finishes the messages sent to it before the
+    stop, runs ``__cleanup__(None)`` and drops its instance; later messages are
+    answered with MeshStoppedError.  ``stopped``: actor addresses the stopper already
+    sent ``__stop__`` to (on the same connection as its calls, so those calls run
+    first); the others get one from here.  Waits at most ``timeout`` s in all (a stuck
+    endpoint cannot hold the stop)."""
     import time
     hosts = list(HOSTS.values())
+    stopped = set(stopped)
     for h in hosts:
-        if h.failed is None:
-            h.failed = MeshStoppedError(h.name, h.rank.rank, "proc mesh stopped")
-        h.post("__stop__")
+        if h.addr not in stopped:
+            h.post("__stop__")
     end = time.monotonic() + timeout
     # We are in the pump: keep answering ZAP, or our own connections to the actors'
     # sockets (which carry __stop__) could never authenticate.
@@ -110,7 +106,8 @@ def _one_line(exc) -> str:
     return f"{type(exc).__qualname__}: {text}" if text else type(exc).__qualname__
 
 
-_BUILTIN = frozenset({"__supervise__", "__ready__", "__stop__"})
+_BUILTIN = BUILTIN
+_msg_set = _message.set
 
 
 def _picklable(exc):
@@ -124,7 +121,7 @@ def _picklable(exc):
 class ActorHost:
     """One actor instance, its socket and its thread."""
 
-    def __init__(self, node, name, addr, rank, proc_rank, frames, main_path, owner=None):
+    def __init__(self, node, name, addr, rank, proc_rank, frames, owner=None):
         self.node = node
         self.owner = owner
         self.failed = None          # SupervisionError answered to every call once set
@@ -133,9 +130,8 @@ class ActorHost:
         self.name = name
         self.addr = addr
         self.rank = rank
-        self.inst = ActorInstance(name, rank, proc_rank, f"{name}[{rank.rank}]", addr)
+        self.inst = ActorInstance(name, rank, proc_rank, f"{name}[{rank.rank}]", addr, self)
         self._frames = frames
-        self._main_path = main_path
         self.actor = None
         self.init_error = None
         self.endpoints = {}
@@ -158,8 +154,6 @@ class ActorHost:
         self.sock = sock
         is_async = False
         try:
-            if self._main_path:
-                _load_main(self._main_path)
             cls, args, kwargs = node.decode(*self._frames)
             self._frames = None
             eps, _ = endpoint_table(cls)
@@ -233,7 +227,8 @@ class ActorHost:
         f0 = frames[0]
         n = f0[0] | ((f0[1] & 0x7F) << 8)     # bit 15: more frames (Node.recv)
         mv = memoryview(f0)
-        method, raddr, port_id, rank, rkey = pickle.loads(mv[2:2 + n])
+        method, raddr, port_id, rank, rkey, ext = pickle.loads(mv[2:2 + n])
+        _msg_set((rank, ext))
         try:
             if self.failed is not None:
                 return self._when_failed(method, mv[2 + n:], frames[1:], raddr,
@@ -270,6 +265,11 @@ class ActorHost:
         if port_id and not explicit:
             self.node.reply(raddr, port_id, rank, True, result, rkey)
 
+    def abort(self, reason) -> None:
+        """``context().actor_instance.abort(reason)``: fail this actor now."""
+        self._die(f"actor explicitly aborted due to: {reason}" if reason else
+                  "actor explicitly aborted", None)
+
     def _fail(self, e, raddr, port_id, rank, rkey, method) -> None:
         tb = _format(e)
         err = ActorError(_picklable(e), tb, self.name, self.rank.rank, method)
@@ -284,11 +284,7 @@ class ActorHost:
     # -- failure and supervision ----------------------------------------------
     def post(self, method: str, payload=None) -> None:
         """Queue a built-in message for this actor (thread-safe)."""
-        node = self.node
-        data, extras = node.encode(((payload,), {}) if payload is not None else
-                                   ((), {}), (node.key,))
-        h = pickle.dumps((method, "", 0, 0, node.key), 5)
-        node.send(self.addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+        post_to(self.node, self.addr, method, payload)
 
     def _die(self, cause: str, exc, details: str = "", cleanup: bool = True,
              children=()) -> None:
@@ -334,10 +330,13 @@ class ActorHost:
             self.cleaned.set()
 
     def _when_failed(self, method, data, extras, raddr, port_id, rank, rkey):
-        if method == "__stop__":
+        if method in ("__stop__", "__stop_mesh__"):
             if not self.cleaned.is_set():
                 self._cleanup(None if isinstance(self.failed, MeshStoppedError)
                               else self.failed)
+            self.actor = None
+            if port_id:
+                self.node.reply(raddr, port_id, rank, True, None, rkey)
             return
         if method == "__supervise__":       # a failed owner: pass it up, chained
             failure = self.node.decode(data, extras)[0][0]
@@ -360,8 +359,14 @@ class ActorHost:
         if method == "__ready__":
             if port_id:
                 self.node.reply(raddr, port_id, rank, True, True, rkey)
-        elif method == "__stop__":
+        elif method in ("__stop__", "__stop_mesh__"):
+            what = "proc mesh stopped" if method == "__stop__" else \
+                f"actor mesh stopped ({self.node.decode(data, extras)[0][0]})"
+            self.failed = MeshStoppedError(self.name, self.rank.rank, what)
             self._cleanup(None)
+            self.actor = None          # its __del__ runs now, not at process exit
+            if port_id:
+                self.node.reply(raddr, port_id, rank, True, None, rkey)
         elif method == "__supervise__":
             failure = self.node.decode(data, extras)[0][0]
             self._supervise(failure)

@@ -43,7 +43,10 @@ def _pdeathsig(sig: int) -> None:
 def _stop(node, hdr, data, extras) -> None:
     try:
         from monarch_cy._actor import actor_host
-        actor_host.stop_hosts(node, 1.5)    # __cleanup__ of each actor, bounded
+        # __cleanup__ of each actor after the messages sent before the stop, bounded
+        actor_host.stop_hosts(node, 1.5, hdr[1] if len(hdr) > 1 else ())
+        import gc
+        gc.collect()                        # actors' __del__ (cycles included)
     except Exception:  # noqa: BLE001
         import traceback
         traceback.print_exc()
@@ -69,6 +72,11 @@ def worker_main(cfg: dict) -> None:
     try:
         sys.path[:] = list(cfg["sys_path"]) + [p for p in sys.path
                                                if p not in cfg["sys_path"]]
+        if cfg.get("compat"):
+            # The controller runs a Monarch program (monarch_cy.compat): user modules
+            # unpickled here may say "from monarch.actor import ...".
+            from monarch_cy.compat import install
+            install(shadow=True)
         from monarch_cy._actor import actor_host, logs
         from monarch_cy._actor.auth import JobKeys
         from monarch_cy._actor.node import SPAWN, STOP, Node, set_node
@@ -87,6 +95,10 @@ def worker_main(cfg: dict) -> None:
         node.handlers[supervision.HEARTBEAT] = heartbeat.handle_heartbeat
         node.handlers[supervision.REVIVE] = lambda n, hdr, d, e: n.revive(hdr[1])
         node.handlers[supervision.SEEN] = lambda n, hdr, d, e: None
+        from monarch_cy._actor import handles
+        node.handlers[handles.MESH_CTL] = handles.handle_mesh_ctl
+        from monarch_cy._actor import controllers
+        controllers.set_address(cfg.get("cc_addr"))
         logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
         node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
         node.serve_forever()

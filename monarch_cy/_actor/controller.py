@@ -89,6 +89,9 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     node.handlers[supervision.SUPERVISE] = supervision.handle_supervise
     node.handlers[supervision.SEEN] = supervision.handle_seen
     node.handlers[supervision.HEARTBEAT_ACK] = heartbeat.handle_ack
+    from monarch_cy._actor import controllers, handles
+    node.handlers[handles.MESH_CTL] = handles.handle_mesh_ctl
+    node.handlers[controllers.CC_ENSURE] = controllers.handle_ensure
     node.start_io_thread()
     atexit.register(_shutdown, node)
     return node

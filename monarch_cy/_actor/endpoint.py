@@ -22,16 +22,21 @@ Arguments are pickled once at the call site (an unpicklable argument raises
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable, Generic, TypeVar
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Concatenate, Coroutine, Generic,
+                    Iterator, ParamSpec, TypeVar, overload)
 
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
 from monarch_cy._actor.ports import (AccumCollector, GatherCollector, OneCollector,
                                      StreamCollector)
 
-__all__ = ["endpoint", "EndpointProperty", "Endpoint", "Accumulator"]
+__all__ = ["endpoint", "EndpointProperty", "Endpoint", "Accumulator", "send"]
 
 R = TypeVar("R")
+A = TypeVar("A")
+P = ParamSpec("P")
+if TYPE_CHECKING:
+    from monarch_cy._actor.value_mesh import ValueMesh
 
 
 _node_mod = None
@@ -70,13 +75,16 @@ def _actor_local():
     return _LOCAL
 
 
-class EndpointProperty(Generic[R]):
+class EndpointProperty(Generic[P, R]):
     """What ``@endpoint`` puts on an Actor class: the function plus its flags.
 
-    Inside the actor, ``self.method(...)`` is a plain local call.
+    Inside the actor, ``self.method(...)`` is a plain local call.  For a type
+    checker, ``mesh.method`` (``mesh`` typed as the actor class, as
+    ``procs.spawn("n", Cls)`` returns it) is an :class:`Endpoint` with the method's
+    parameters and result type, so ``mesh.method.call_one(1)`` is checked.
     """
 
-    def __init__(self, fn: Callable, explicit_response_port: bool = False) -> None:
+    def __init__(self, fn: Callable[..., Any], explicit_response_port: bool = False) -> None:
         if not callable(fn):
             raise TypeError(f"@endpoint decorates a function, not {fn!r}")
         self._fn = fn
@@ -88,10 +96,30 @@ class EndpointProperty(Generic[R]):
     def __set_name__(self, owner, name):
         self._name = name
 
+    @overload
+    def __get__(self, obj: None, objtype: Any = None) -> "EndpointProperty[P, R]": ...
+
+    @overload
+    def __get__(self, obj: object, objtype: Any = None) -> "Endpoint[P, R]": ...
+
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
         return self._fn.__get__(obj, objtype)
+
+
+@overload
+def endpoint(fn: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
+             ) -> EndpointProperty[P, R]: ...
+
+
+@overload
+def endpoint(fn: Callable[Concatenate[Any, P], R]) -> EndpointProperty[P, R]: ...
+
+
+@overload
+def endpoint(*, explicit_response_port: bool = ..., **options: Any
+             ) -> Callable[[Callable[..., Any]], EndpointProperty[..., Any]]: ...
 
 
 def endpoint(fn=None, *, explicit_response_port: bool = False, **_options):
@@ -106,7 +134,7 @@ def endpoint(fn=None, *, explicit_response_port: bool = False, **_options):
     return EndpointProperty(fn, explicit_response_port)
 
 
-class Endpoint(Generic[R]):
+class Endpoint(Generic[P, R]):
     """An endpoint of an actor mesh (``mesh.method``), with the adverbs."""
 
     __slots__ = ("_mesh", "_name", "_explicit", "_timeout")
@@ -115,7 +143,7 @@ class Endpoint(Generic[R]):
         self._mesh, self._name, self._explicit = mesh, name, explicit
         self._timeout = timeout
 
-    def with_timeout(self, seconds: float) -> "Endpoint":
+    def with_timeout(self, seconds: float) -> "Endpoint[P, R]":
         """This endpoint with a per-call timeout (see the module docstring)."""
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
                 or not seconds > 0:
@@ -137,7 +165,7 @@ class Endpoint(Generic[R]):
             node.wake_direct()
         node.add_timer(timeout, expire)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         raise TypeError(f"call an endpoint through an adverb: "
                         f"{self._name}.call(...), .call_one(...), .choose(...), "
                         f".broadcast(...) or .stream(...)")
@@ -154,7 +182,7 @@ class Endpoint(Generic[R]):
         return node, procs, True
 
     def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True,
-              direct=True):
+              direct=True, reply_to=None):
         mesh = self._mesh
         if want_reply:
             _check_self(mesh, granks, collector)
@@ -166,6 +194,9 @@ class Endpoint(Generic[R]):
         port_id = node.register_port(collector) if want_reply else 0
         name, key = self._name, node.key
         addr = node.direct_addr if direct else node.addr
+        if reply_to is not None:       # send(..., port=): replies go to the user's port
+            addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
+        ext = None if mesh._full else (mesh._shape.labels, mesh._shape.sizes)
         addrs = mesh._addrs
         dead = node.dead
         dumps = pickle.dumps
@@ -177,11 +208,11 @@ class Endpoint(Generic[R]):
                 if want_reply and collector.proc_failed(p, dead[p]):
                     node.drop_port(port_id)
                 continue
-            h = dumps((name, addr, port_id, local, key), 5)
+            h = dumps((name, addr, port_id, local, key, ext), 5)
             try:
                 send(addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
             except BaseException:         # e.g. MemoryError: no room for the message
-                if port_id:
+                if port_id and reply_to is None:
                     node.drop_port(port_id)
                 raise
         if dead:          # a proc failed while we sent: its part must not hang
@@ -193,7 +224,7 @@ class Endpoint(Generic[R]):
             self._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
         return port_id
 
-    def call(self, *args, **kwargs) -> Future:
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> "Future[ValueMesh[R]]":
         mesh = self._mesh
         granks = mesh._granks()
         node, procs, direct = self._prepare(granks)
@@ -202,15 +233,16 @@ class Endpoint(Generic[R]):
         self._send(node, granks, procs, col, args, kwargs, direct=direct)
         return fut
 
-    def call_one(self, *args, **kwargs) -> Future:
+    def call_one(self, *args: P.args, **kwargs: P.kwargs) -> "Future[R]":
         mesh = self._mesh
         granks = mesh._granks()
         if len(granks) != 1:
             raise ValueError(f"call_one needs a mesh of exactly one actor; "
                              f"{mesh._name} has {len(granks)} (slice it first)")
-        return self._one(granks[0], args, kwargs)
+        return self._one(granks[0], args, kwargs,
+                         None if mesh._full else (mesh._shape.labels, mesh._shape.sizes))
 
-    def _one(self, g, args, kwargs) -> Future:
+    def _one(self, g, args, kwargs, ext=None) -> Future:
         # The hot path of call_one/choose: _prepare and _check_self inlined.
         mesh = self._mesh
         node = _node_mod._node if _node_mod is not None else None
@@ -238,7 +270,7 @@ class Endpoint(Generic[R]):
             fut._self_wait = f"{inst.actor_id} calling {mesh._name}"
         port_id = next(node._port_ids)
         node._ports[port_id] = col
-        h = _dumps((self._name, node.direct_addr, port_id, 0, node.key), 5)
+        h = _dumps((self._name, node.direct_addr, port_id, 0, node.key, ext), 5)
         try:
             node.send(addr, [len(h).to_bytes(2, "little") + h + data, *extras])
         except BaseException:             # e.g. MemoryError: no room for the message
@@ -250,18 +282,31 @@ class Endpoint(Generic[R]):
             self._arm(node, port_id, [fut])
         return fut
 
-    def choose(self, *args, **kwargs) -> Future:
+    def choose(self, *args: P.args, **kwargs: P.kwargs) -> "Future[R]":
         mesh = self._mesh
         granks = mesh._granks()
         mesh._rr = (mesh._rr + 1) % len(granks)
-        return self._one(granks[mesh._rr], args, kwargs)
+        return self._one(granks[mesh._rr], args, kwargs, ((), ()))
 
-    def broadcast(self, *args, **kwargs) -> None:
+    def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         granks = self._mesh._granks()
         node, procs, direct = self._prepare(granks)
         self._send(node, granks, procs, None, args, kwargs, want_reply=False)
 
-    def stream(self, *args, **kwargs):
+    def _send_to(self, args, kwargs, port, selection) -> None:
+        """:func:`send`: fire and forget; replies (if ``port``) go to ``port``."""
+        mesh = self._mesh
+        granks = mesh._granks()
+        if selection == "choose":
+            mesh._rr = (mesh._rr + 1) % len(granks)
+            granks = [granks[mesh._rr]]
+        elif selection != "all":
+            raise ValueError(f"selection must be 'all' or 'choose', not {selection!r}")
+        node, procs, _ = self._prepare(granks)
+        self._send(node, granks, procs, None, args, kwargs, want_reply=False,
+                   reply_to=port)
+
+    def stream(self, *args: P.args, **kwargs: P.kwargs) -> "Iterator[Future[R]]":
         mesh = self._mesh
         granks = mesh._granks()
         node, procs, direct = self._prepare(granks)
@@ -299,14 +344,43 @@ def _late_dead(node, port_id, collector, proc, addr) -> None:
         node.wake_direct()
 
 
-class Accumulator(Generic[R]):
+def send(endpoint: "Endpoint[P, R]", args: tuple, kwargs: dict, port: Any = None,
+         selection: str = "all") -> None:
+    """Fire-and-forget call of ``endpoint`` (``mesh.method``) on every actor of its mesh
+    (``selection="all"``) or on one (``"choose"``), as Monarch's ``send``.
+
+    Non-blocking.  With ``port`` (a :class:`Port`, e.g. from ``Channel.open()``), each
+    actor's result (or its error) is sent to that port, tagged with the actor's rank
+    in the call; an explicit-port endpoint receives ``port`` itself.  Without one,
+    results are dropped and an endpoint that raises fails its actor (as
+    ``broadcast``).
+    """
+    if not isinstance(endpoint, Endpoint):
+        raise TypeError(f"send needs the endpoint of an actor mesh (mesh.method), not "
+                        f"{endpoint!r}")
+    if not isinstance(args, tuple):
+        raise TypeError(f"args must be a tuple, not {type(args).__name__}")
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+    from monarch_cy._actor.ports import Port
+    if port is not None and not isinstance(port, Port):
+        raise TypeError(f"port must be a Port or None, not {port!r}")
+    endpoint._send_to(args, kwargs, port, selection)
+
+
+class Accumulator(Generic[P, R, A]):
     """``Accumulator(mesh.endpoint, identity, combine)``: fold replies of all actors.
 
     ``accumulate(*args, **kwargs)`` calls every actor and returns a Future of
     ``combine(...combine(combine(identity, r_a), r_b)..., r_z)`` in arrival order.
     """
 
-    def __init__(self, endpoint: Endpoint, identity: Any, combine: Callable) -> None:
+    def __init__(self, endpoint: "Endpoint[P, R]", identity: A,
+                 combine: Callable[[A, R], A]) -> None:
+        if isinstance(endpoint, EndpointProperty):
+            raise TypeError(f"Accumulator needs the endpoint of an actor mesh "
+                            f"(mesh.{endpoint._name}), not the class attribute "
+                            f"{endpoint._name!r} of an Actor class: a class names no actors")
         if not isinstance(endpoint, Endpoint):
             raise TypeError(f"Accumulator needs a mesh endpoint (mesh.method), "
                             f"not {endpoint!r}")
@@ -314,5 +388,5 @@ class Accumulator(Generic[R]):
             raise TypeError(f"combine must be callable, not {combine!r}")
         self._endpoint, self._identity, self._combine = endpoint, identity, combine
 
-    def accumulate(self, *args, **kwargs) -> Future:
+    def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> "Future[A]":
         return self._endpoint._accumulate(self._identity, self._combine, args, kwargs)

@@ -10,8 +10,9 @@ inbox while it waits so that a reply wakes it without a thread hop).
 * ``await fut`` works in any asyncio loop; a Future follows asyncio's future
   protocol, so ``asyncio.gather``/``wait`` take it as is (no Task per call), and the
   loop itself pumps the reply inbox (no thread hop).  ``cancel()`` returns False:
-  a remote call cannot be recalled.  ``get()`` inside a running event loop raises
-  ``RuntimeError`` (it would block the loop; await instead).
+  a remote call cannot be recalled.  ``get()`` inside a running event loop warns
+  (``UserWarning``) and blocks the loop, as Monarch's does (a notebook cell runs in
+  a loop); await instead in async code.
 * ``result(timeout=None)`` is ``get``; ``exception(timeout=None)`` returns the error
   or None.  Callbacks added with ``add_done_callback`` run in the resolving thread.
 """
@@ -159,8 +160,12 @@ class Future(Generic[R]):
             return
         aio = sys.modules.get("asyncio")
         if aio is not None and aio._get_running_loop() is not None:
-            raise RuntimeError("Future.get() would block the running event loop; "
-                               "use 'await future' inside async code")
+            # As Monarch: allowed (a notebook cell runs inside a loop), but it blocks
+            # the loop, so other tasks wait and a reply that needs them deadlocks.
+            import warnings
+            warnings.warn("Future.get() called from within an active event loop: it "
+                          "blocks the loop until the reply comes (await the future "
+                          "instead in async code)", UserWarning, stacklevel=3)
         if timeout is not None and timeout < 0:
             raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
         if self._self_wait is not None:
@@ -200,6 +205,24 @@ class Future(Generic[R]):
         if self._exc is not None:
             raise self._exc
         return self._value
+
+    def as_asyncio(self):
+        """An ``asyncio.Future`` of the running loop that resolves with this one
+        (for APIs that insist on a real asyncio future; ``await fut`` needs none).
+        Call it inside a running loop."""
+        import asyncio
+        loop = asyncio.get_running_loop()
+        out = loop.create_future()
+
+        def copy(f):
+            if out.done():
+                return
+            if f._exc is not None:
+                out.set_exception(f._exc)
+            else:
+                out.set_result(f._value)
+        self.add_done_callback(copy)       # scheduled on this loop (see above)
+        return out
 
     def __repr__(self):
         state = "pending" if self._value is _PENDING else (

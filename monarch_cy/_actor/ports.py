@@ -18,6 +18,7 @@ returns True when the collector is finished.
 from __future__ import annotations
 
 from collections import deque
+from typing import Generic, TypeVar
 
 from monarch_cy._actor.errors import SupervisionError
 from monarch_cy._actor.future import Future
@@ -25,6 +26,8 @@ from monarch_cy._actor.value_mesh import ValueMesh
 
 __all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "GatherCollector",
            "StreamCollector", "AccumCollector"]
+
+R = TypeVar("R")
 
 
 def _err(value):
@@ -135,7 +138,7 @@ class AccumCollector(GatherCollector):
         return False
 
 
-class Port:
+class Port(Generic[R]):
     """A picklable handle that sends values to one port, from any process of the job.
 
     ``send(value)`` is fire-and-forget and thread-safe; values from one sender arrive
@@ -147,7 +150,7 @@ class Port:
     def __init__(self, addr, port_id, rank=None, key=None):
         self._addr, self._port_id, self._rank, self._key = addr, port_id, rank, key
 
-    def send(self, value) -> None:
+    def send(self, value: R) -> None:
         from monarch_cy._actor.node import get_node
         get_node().reply(self._addr, self._port_id, self._rank, True, value, self._key)
 
@@ -156,13 +159,21 @@ class Port:
         get_node().reply(self._addr, self._port_id, self._rank, False, exc, self._key)
 
     def __reduce__(self):
-        return (Port, (self._addr, self._port_id, self._rank, self._key))
+        from monarch_cy._actor.handles import job_tag
+        return (_rebuild_port, (job_tag(), self._addr, self._port_id, self._rank,
+                                self._key))
 
     def __repr__(self):
         return f"Port({self._addr!r}, {self._port_id})"
 
 
-class PortReceiver:
+def _rebuild_port(tag, addr, port_id, rank, key):
+    from monarch_cy._actor.handles import check_job
+    check_job(tag, "port")
+    return Port(addr, port_id, rank, key)
+
+
+class PortReceiver(Generic[R]):
     """Receiving end of a channel. ``recv()`` returns a Future of the next value, in
     arrival order.  Errors sent with ``Port.exception`` raise from that future."""
 
@@ -186,7 +197,7 @@ class PortReceiver:
     def proc_failed(self, proc, cause) -> bool:
         return False
 
-    def recv(self) -> Future:
+    def recv(self) -> "Future[R]":
         f = Future._make(None)       # resolved by the I/O thread (background inbox)
         with self._lock:
             item = self._items.popleft() if self._items else None
@@ -197,16 +208,20 @@ class PortReceiver:
             f._set_result(value) if ok else f._set_exception(_err(value))
         return f
 
+    def __reduce__(self):
+        raise TypeError("a PortReceiver stays in the process that opened its channel; "
+                        "send the Port (the sending end) to other actors instead")
+
     def close(self) -> None:
         """Stop receiving; later sends to the port are dropped."""
         self._node.drop_port(self._port_id)
 
 
-class Channel:
+class Channel(Generic[R]):
     """``Channel.open()`` -> ``(Port, PortReceiver)``: a user-made reply channel."""
 
     @staticmethod
-    def open(once: bool = False):
+    def open(once: bool = False) -> "tuple[Port[R], PortReceiver[R]]":
         from monarch_cy._actor.node import get_node
         node = get_node()
         recv = PortReceiver(node, once)

@@ -34,12 +34,15 @@ def _pack(hdr, data=b""):
 
 def _describe(code: int) -> str:
     import signal
+    # Monarch's wording, with the signal's name added
     if code < 0:
         try:
-            return f"process killed by signal {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name
         except ValueError:
-            return f"process killed by signal {-code}"
-    return f"process exited with code {code}"
+            name = str(-code)
+        return (f"the process this actor was running on failed: Killed(sig={-code}) "
+                f"(signal {name})")
+    return f"the process this actor was running on failed: exited with non-zero code {code}"
 
 
 def _addrs_on(st, g: int, proc) -> tuple:
@@ -76,6 +79,10 @@ def _proc_down(node, proc, cause: str) -> None:
         st.name, (proc.rank,), cause, "proc",
         f"actor meshes on it: {', '.join(names) or 'none'}", addrs=(proc.key,))
     handled = _maybe_restart(node, st, failure)
+    if st.supervisor is not None and not handled:
+        from monarch_cy._actor.actor_host import post_to
+        post_to(node, st.supervisor, "__supervise__", failure)   # the asking actor's
+        return
     supervision.client_failure(node, failure, (proc.key,), st, handled or ended > 0)
 
 

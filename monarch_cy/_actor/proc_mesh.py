@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any, TypeVar
 
-from monarch_cy._actor.actor import RESERVED, Actor, ActorMesh, endpoint_table
+from monarch_cy._actor.actor import ActorMesh, check_actor_class
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
 from monarch_cy._actor.proc_failure import _ctl, _on_exit, _pack, _silent
@@ -36,6 +37,8 @@ def get_node():
 
 
 
+T = TypeVar("T")
+
 __all__ = ["HostMesh", "ProcMesh", "this_host", "this_proc", "stop_all"]
 
 _GRACE = 3.0
@@ -46,7 +49,7 @@ class _Proc:
     key and addresses).  ``starter()`` starts another incarnation like this one."""
 
     __slots__ = ("rank", "key", "popen", "alive", "state", "starter", "daddr", "started",
-                 "last_seen", "silent", "up", "replaced", "reported", "done")
+                 "last_seen", "silent", "up", "replaced", "reported", "done", "remote")
 
     def __init__(self, rank, key, popen, state, starter=None, daddr=None):
         import threading
@@ -61,6 +64,7 @@ class _Proc:
         self.replaced = False          # killed by a respawn: its exit is no failure
         self.reported = False
         self.done = threading.Event()  # its exit has been processed
+        self.remote = False            # started by a host agent on another machine
 
 
 class _State:
@@ -80,17 +84,18 @@ class _State:
         self.policy = policy           # RestartPolicy or None
         self.restarts = 0
         self.respawn_lock = threading.Lock()
+        self.owner = None              # remote view (see .handles): the owner's address
+        self.supervisor = None         # address of the actor that asked for these procs
 
 
 class _MeshRecord:
     """How an actor mesh was spawned, to spawn it again on respawned ranks."""
 
-    __slots__ = ("name", "cls", "args", "kwargs", "main_path", "owner", "labels",
-                 "sizes", "where")
+    __slots__ = ("name", "cls", "args", "kwargs", "owner", "labels", "sizes", "where")
 
-    def __init__(self, name, cls, args, kwargs, main_path, owner, labels, sizes, where):
+    def __init__(self, name, cls, args, kwargs, owner, labels, sizes, where):
         self.name, self.cls, self.args, self.kwargs = name, cls, args, kwargs
-        self.main_path, self.owner, self.labels, self.sizes = main_path, owner, labels, sizes
+        self.owner, self.labels, self.sizes = owner, labels, sizes
         self.where = where             # global proc rank -> (actor addr, rank in mesh)
 
 
@@ -108,38 +113,32 @@ class ProcMesh(MeshTrait):
     def _new_with_shape(self, shape):
         return ProcMesh(self._procs, shape, self._state)
 
-    def spawn(self, name: str, cls, *args, **kwargs) -> ActorMesh:
-        """Spawn one ``cls(*args, **kwargs)`` per proc; returns the mesh at once."""
+    def __reduce__(self):
+        from monarch_cy._actor.handles import reduce_proc_mesh
+        return reduce_proc_mesh(self)
+
+    def spawn(self, name: str, Class: "type[T]", *args: Any, **kwargs: Any) -> T:
+        """Spawn one ``Class(*args, **kwargs)`` per proc; returns the mesh at once.
+
+        Non-blocking: the SPAWN message precedes every later call from this process
+        on the same connection, so ``__init__`` runs before the first call.  The
+        class and arguments are pickled once here (classes from ``__main__``, a
+        notebook or a function go by value); an unpicklable one raises ``TypeError``
+        here.  Spawning a name already used on this proc mesh gives a second,
+        independent actor mesh, as in Monarch.
+        """
+        return self._spawn(name, Class, args, kwargs)  # type: ignore[return-value]
+
+    def _spawn(self, name: str, cls, args, kwargs, addrs=None) -> ActorMesh:
         if not isinstance(name, str):
             raise TypeError(f"actor mesh name must be a str, not {name!r}")
         if not name or not name.replace("_", "a").replace("-", "a").isalnum():
             raise ValueError(f"actor mesh name {name!r} must be non-empty letters, "
                              "digits, '_' or '-'")
-        if not (isinstance(cls, type) and issubclass(cls, Actor)):
-            raise TypeError(f"spawn needs a subclass of Actor, not {cls!r}")
+        eps, plain = check_actor_class(cls)
         st = self._state
         if st.stopped:
             raise MeshStoppedError(name, None, "cannot spawn on a stopped proc mesh")
-        if name in st.names:
-            raise ValueError(f"an actor mesh named {name!r} already exists on this "
-                             "proc mesh; pick another name")
-        eps, plain = endpoint_table(cls)
-        clash = sorted(set(eps) & RESERVED)
-        if clash:
-            raise ValueError(f"{cls.__qualname__} has endpoints named {clash!r}, which "
-                             "clash with ActorMesh attributes; rename them")
-        if getattr(getattr(cls.__init__, "__code__", None), "co_flags", 0) & 0x80:
-            raise TypeError(f"{cls.__qualname__}.__init__ must be a plain def, not "
-                            "async def")
-        if "<locals>" in cls.__qualname__:
-            raise TypeError(f"{cls.__qualname__} is defined inside a function; actor "
-                            "classes must be importable (module level)")
-        main_path = ""
-        if cls.__module__ == "__main__":
-            main_path = getattr(sys.modules["__main__"], "__file__", "") or ""
-            if not main_path:
-                raise TypeError(f"{cls.__qualname__} is defined in an interactive "
-                                "session; define actor classes in a module or script")
         node = get_node()
         granks = self._shape.global_ranks()
         procs = [self._procs[g] for g in granks]
@@ -157,32 +156,43 @@ class ProcMesh(MeshTrait):
         owner = _owner(node)
         # spawned inside a worker: its own counter, so tag the addresses with its pid
         tag = "" if node.is_controller else f"w{os.getpid()}."
-        addrs = []
+        given, addrs = addrs, []
         where = {}
         for i, p in enumerate(procs):
-            addr = _ctl.alloc_addr(node, f"{tag}a{mid}.{p.rank}", p.key)
+            addr = given[i] if given else _ctl.alloc_addr(node, f"{tag}a{mid}.{p.rank}",
+                                                           p.key)
             addrs.append(addr)
             where[p.rank] = (addr, i)
-            hdr = (SPAWN, name, addr, i, ext.labels, ext.sizes, p.rank, main_path, owner)
+            hdr = (SPAWN, name, addr, i, ext.labels, ext.sizes, p.rank, owner)
             node.send(p.key, [_pack(hdr, data), *extras])
         if node.is_controller and any(p.popen is not None for p in procs):
-            st.meshes.append(_MeshRecord(name, cls, args, kwargs, main_path, owner,
+            st.meshes.append(_MeshRecord(name, cls, args, kwargs, owner,
                                          ext.labels, ext.sizes, where))
             for g, (addr, _) in where.items():
                 ACTOR_HOME[addr] = (st, g)
-        return ActorMesh(name, cls.__qualname__, eps, plain, addrs, keys,
+        return ActorMesh(name, cls, eps, plain, addrs, keys,
                          Shape.dense(ext.labels, ext.sizes), st)
 
     def logging_option(self, stream_to_client: bool = True,
-                       aggregate_window_sec: float | None = None) -> None:
+                       aggregate_window_sec: float | None = None,
+                       level: int | None = None) -> Future:
         """Forward workers' output to this process (default) and optionally aggregate
-        identical lines across ranks over a window of ``aggregate_window_sec``."""
+        identical lines across ranks over a window of ``aggregate_window_sec``.
+
+        Takes effect at once; returns an already-resolved ``Future[None]`` so that
+        Monarch's ``await procs.logging_option(...)`` works (ignoring it is fine).
+        ``level`` is accepted for Monarch's signature and not used: monarch_cy
+        forwards every line the procs write (see docs/monarch-compat.md).
+        """
         if aggregate_window_sec is not None and aggregate_window_sec < 0:
             raise ValueError(f"aggregate_window_sec must be >= 0 or None, not "
                              f"{aggregate_window_sec!r}")
         get_node()
         _ctl.SINK.options[self._state.mesh_id] = (bool(stream_to_client),
                                                   aggregate_window_sec)
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+            raise TypeError(f"level must be a logging level (int), not {level!r}")
+        return Future._resolved(None)
 
     def flush_logs(self) -> None:
         """Print aggregated log lines now instead of at the end of the window."""
@@ -215,6 +225,9 @@ class ProcMesh(MeshTrait):
         stop past the SIGKILL grace).  Idempotent.
         """
         st = self._state
+        if st.owner is not None:
+            from monarch_cy._actor.handles import stop_remote
+            return stop_remote(self)
         node = get_node()
         if st.stop_future is not None:
             return st.stop_future
@@ -227,9 +240,15 @@ class ProcMesh(MeshTrait):
         if not live:
             fut._set_result(None)
             return fut
-        hdr = _pack((STOP,))
+        from monarch_cy._actor.actor_host import post_to
         for p in live:
-            node.send(p.key, [hdr])
+            # __stop__ to each actor on the connection its calls took (they run
+            # first), then STOP to the proc, which waits for those actors' cleanup.
+            addrs = tuple(rec.where[p.rank][0] for rec in st.meshes
+                          if p.rank in rec.where)
+            for a in addrs:
+                post_to(node, a, "__stop__")
+            node.send(p.key, [_pack((STOP, addrs))])
 
         def kill_rest():
             for p in live:
@@ -269,6 +288,10 @@ class HostMesh(MeshTrait):
     def _new_with_shape(self, shape):
         return HostMesh(shape, self._hosts)
 
+    def __reduce__(self):
+        from monarch_cy._actor.handles import reduce_host_mesh
+        return reduce_host_mesh(self)
+
     def spawn_procs(self, per_host: dict | None = None, *, env: dict | None = None,
                     name: str = "procs", restart=None,
                     heartbeat_timeout: float | None = None) -> ProcMesh:
@@ -282,6 +305,12 @@ class HostMesh(MeshTrait):
         ``heartbeat_timeout``: seconds without a heartbeat answer before a proc is
         failed and killed (default ``MONARCH_CY_HEARTBEAT_TIMEOUT`` or 10; 0: off).
         """
+        node = get_node()
+        if not node.is_controller and self._hosts is None:
+            from monarch_cy._actor.handles import spawn_procs_remote
+            return spawn_procs_remote(self, dict(
+                per_host=per_host, env=env, name=name, restart=restart,
+                heartbeat_timeout=heartbeat_timeout))
         from monarch_cy._actor import heartbeat
         from monarch_cy._actor.supervision import RestartPolicy
         if restart is not None and not isinstance(restart, RestartPolicy):
@@ -317,7 +346,8 @@ class HostMesh(MeshTrait):
         base_env.update(env or {})
         cfg = {"secret": node.keys.secret.hex(), "controller": node.addr,
                "controller_pid": os.getpid(), "rundir": node.rundir, "mesh_id": mid,
-               "sys_path": [p for p in sys.path if isinstance(p, str)]}
+               "sys_path": [p for p in sys.path if isinstance(p, str)],
+               "compat": _compat_installed(), "cc_addr": _cc_address(node)}
         from monarch_cy._actor.launcher import start_proc
         per = ext.nelements // max(1, self._shape.extent.nelements)
         for r in range(ext.nelements):
@@ -337,6 +367,7 @@ class HostMesh(MeshTrait):
                 starter = (lambda c=dict(cfg, addr=key, daddr=daddr, proc_rank=r),
                            e={**base_env, **extra}: start_proc(node, c, e))
             p = _Proc(r, key, starter(), st, starter, daddr)
+            p.remote = remote is not None
             procs.append(p)
             _ctl.LIVE_PROCS[key] = p
             p.popen._on_exit = lambda code, p=p: _on_exit(node, p, code)
@@ -345,6 +376,17 @@ class HostMesh(MeshTrait):
 
     def __repr__(self):
         return f"<HostMesh {self.sizes!r}>"
+
+
+def _cc_address(node) -> str:
+    from monarch_cy._actor.controllers import cc_address
+    return cc_address(node)
+
+
+def _compat_installed() -> bool:
+    """Whether ``monarch_cy.compat.install()`` ran here (workers then install it too)."""
+    compat = sys.modules.get("monarch_cy.compat")
+    return bool(compat is not None and compat.installed())
 
 
 def _owner(node) -> tuple:

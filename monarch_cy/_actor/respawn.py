@@ -177,6 +177,7 @@ def _restart_rank(node, st, g) -> list:
     _check_stopped(st)
     handle = old.starter()
     new = pmod._Proc(g, old.key, handle, st, old.starter, old.daddr)
+    new.remote = old.remote
     handle._on_exit = lambda code, p=new: pfail._on_exit(node, p, code)
 
     def revive():
@@ -200,12 +201,11 @@ def _restart_rank(node, st, g) -> list:
             data, extras = node.encode((rec.cls, rec.args, rec.kwargs), [new.key])
         except TypeError as e:
             raise TypeError(f"arguments of {rec.name} cannot be sent again: {e}") from None
-        hdr = (SPAWN, rec.name, addr, i, rec.labels, rec.sizes, g, rec.main_path,
-               rec.owner)
+        hdr = (SPAWN, rec.name, addr, i, rec.labels, rec.sizes, g, rec.owner)
         node.send(new.key, [pack(hdr, data), *extras])
         f = Future._make(node)
         port = node.register_port(OneCollector(f, new.key, rec.name, i))
-        h = __import__("pickle").dumps(("__ready__", node.direct_addr, port, 0, node.key), 5)
+        h = __import__("pickle").dumps(("__ready__", node.direct_addr, port, 0, node.key, None), 5)
         node.send(addr, [len(h).to_bytes(2, "little") + h])
         waits.append((g, f))
     if not waits:

@@ -79,8 +79,9 @@ class Extent(Mapping):
         return hash((self._labels, self._sizes))
 
     def __repr__(self):
-        inner = ", ".join(f"'{k}': {v}" for k, v in zip(self._labels, self._sizes))
-        return f"Extent({{{inner}}})"
+        # Monarch's text: {hosts: 2, gpus: 4}
+        inner = ", ".join(f"{k}: {v}" for k, v in zip(self._labels, self._sizes))
+        return f"{{{inner}}}"
 
     def __reduce__(self):
         return (Extent, (self._labels, self._sizes))
@@ -139,7 +140,11 @@ class Point(Mapping):
         return hash((self._rank, self._extent))
 
     def __repr__(self):
-        return f"Point({dict(self)!r}, rank={self._rank})"
+        # Monarch's text: {'hosts': 0/2, 'gpus': 3/4} (coordinate / size)
+        ext = self._extent
+        inner = ", ".join(f"{k!r}: {c}/{n}" for k, c, n in
+                          zip(ext.labels, self._coords(), ext.sizes))
+        return f"{{{inner}}}"
 
     def __reduce__(self):
         return (Point, (self._rank, self._extent))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Generic, Iterator, TypeVar
 
 from monarch_cy._actor.errors import MeshIndexError
 from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
 
 __all__ = ["ValueMesh"]
 
+R = TypeVar("R")
 
-class ValueMesh(MeshTrait):
+
+class ValueMesh(MeshTrait, Generic[R]):
     """Immutable mesh of values with the same named-dimension algebra as actor meshes.
 
     ``ValueMesh(extent_or_shape, values)``: ``values`` are in row-major (local rank)
@@ -34,12 +36,21 @@ class ValueMesh(MeshTrait):
     def _new_with_shape(self, shape: Shape) -> "ValueMesh":
         return ValueMesh(shape, self._values)
 
-    def values(self) -> list:
+    def values(self) -> "list[R]":
         """Values in local rank order."""
         vals = self._values
         return [vals[g] for g in self._shape.global_ranks()]
 
-    def items(self) -> Iterator:
+    def get(self, rank: int) -> R:
+        """The value at local rank ``rank`` (row-major order of this mesh's points)."""
+        n = len(self._shape)
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            raise TypeError(f"rank must be an int, not {rank!r}")
+        if not 0 <= rank < n:
+            raise MeshIndexError(f"rank {rank} is out of range for a mesh of {n} values")
+        return self._values[self._shape.global_ranks()[rank]]
+
+    def items(self) -> "Iterator[tuple[Point, R]]":
         """``(Point, value)`` pairs in local rank order."""
         ext = self._shape.extent
         return ((Point(i, ext), v) for i, v in enumerate(self.values()))
@@ -47,7 +58,7 @@ class ValueMesh(MeshTrait):
     def __iter__(self):
         return self.items()
 
-    def item(self, **coords) -> Any:
+    def item(self, **coords) -> R:
         """The value at ``coords``; every dimension must be named (none for a 0-dim mesh)."""
         missing = [l for l in self._shape.labels if l not in coords]
         if missing:
@@ -65,4 +76,7 @@ class ValueMesh(MeshTrait):
             self.values() == other.values()
 
     def __repr__(self):
-        return f"ValueMesh({self.sizes!r}, {self.values()!r})"
+        # Monarch's layout: ValueMesh({procs: 2}):\n  (({'procs': 0/2}, v0),\n   ...)
+        rows = [f"({p!r}, {v!r})" for p, v in self.items()]
+        body = ",\n   ".join(rows)
+        return f"ValueMesh({self.extent!r}):\n  ({body})"

@@ -1,104 +1,279 @@
-"""Serialization: pickle protocol 5 with out-of-band buffers.
+"""Serialization: cloudpickle, pickle protocol 5, out-of-band buffers.
 
 ``dumps`` returns the pickle stream plus the list of large buffers (numpy arrays,
-torch CPU tensors, bytearrays, anything exposing ``PickleBuffer``) that were kept out
+bytes of torch CPU storages, anything exposing ``PickleBuffer``) that were kept out
 of it.  The node sends each buffer either as its own zero-copy zmq frame or, between
 procs of one host, through a shared-memory segment (:mod:`.shm`).
 
-Torch CPU tensors are reduced to a raw byte buffer + dtype + shape (instead of
-torch's in-band storage pickling) by a private dispatch table: this touches torch only
-when torch is already imported by the sender, and never changes how torch objects
-pickle elsewhere.  The receiving side imports torch only when a tensor arrives.
+* Pickling goes through a subclass of ``cloudpickle.Pickler``: classes and functions
+  that cannot be imported by name on the other side (defined in ``__main__``, in a
+  function, in a notebook; lambdas, closures) travel by value, importable ones by
+  reference.  ``loads`` is plain ``pickle.loads`` (cloudpickle's output needs no
+  special unpickler).
+* Torch tensors keep torch's own reduction (``Tensor.__reduce_ex__``: subclasses such
+  as ``nn.Parameter``, ``requires_grad``, strides, storage offset, memory format);
+  only CPU *storages* are intercepted (``reducer_override``): each becomes a
+  ``PickleBuffer`` of its bytes (out of band when large) plus its dtype, rebuilt on
+  the receiving side zero-copy with ``torch.frombuffer``.  Storages are deduplicated
+  by data pointer within one ``dumps`` through a memoized holder object, so views
+  sent in one message (``(t, t[1:], t.T)``) arrive as views of one storage.
+  Non-CPU storages keep torch's default.  Torch is touched only when the sender has
+  already imported it; the receiver imports it only when a storage arrives.
+* Anything that makes pickling fail becomes ``TypeError`` naming the object's type.
+* Hot path: a graph of only builtin scalars in small tuples/lists/dicts (the usual
+  ``((1,), {})`` arguments) is pickled by plain ``pickle.dumps``; everything else
+  by a per-thread pickler reused across calls (fresh one when reentered).
 """
 
 from __future__ import annotations
 
-import copyreg
 import io
 import pickle
 import sys
 
+import cloudpickle
+
 __all__ = ["dumps", "loads", "INBAND_LIMIT"]
 
 INBAND_LIMIT = 8 * 1024   # buffers smaller than this stay inside the pickle stream
-_table = None
-_torch_seen = False
+
+_cp_reducer_override = cloudpickle.Pickler.reducer_override
 
 
-def _rebuild_tensor(buf, dtype_name: str, shape, requires_grad: bool):
-    import torch
-    dtype = getattr(torch, dtype_name)
-    if len(memoryview(buf)) == 0:
-        t = torch.empty(shape, dtype=dtype)
-    else:
-        t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+# -- torch storages ----------------------------------------------------------
+_storage_types = None     # (TypedStorage, UntypedStorage) once torch is imported
+_typed_cls = None
+_dtype_names = {}
 
 
-def _reduce_tensor(t):
-    if t.device.type != "cpu" or t.layout.__repr__() != "torch.strided" or \
-            t.is_quantized or t.is_nested:
-        return t.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
-    import torch
-    flat = t.detach().contiguous().reshape(-1)
-    if flat.numel():
-        raw = flat.view(torch.uint8).numpy()
-    else:
-        raw = bytearray()
-    return (_rebuild_tensor, (pickle.PickleBuffer(raw), str(t.dtype).split(".")[1],
-                              tuple(t.shape), bool(t.requires_grad)))
-
-
-def _dispatch_table():
-    global _table, _torch_seen
+def _torch_storage_types():
+    """The storage classes, when the sender has imported torch (never imports it)."""
+    global _storage_types, _typed_cls
     torch = sys.modules.get("torch")
-    if torch is not None and not _torch_seen and hasattr(torch, "Tensor"):
-        table = dict(copyreg.dispatch_table)
-        table[torch.Tensor] = _reduce_tensor
-        try:
-            table[torch.nn.Parameter] = _reduce_tensor
-        except AttributeError:
-            pass
-        _table = table
-        _torch_seen = True
-    return _table
+    if torch is None:
+        return None
+    try:
+        typed, untyped = torch.storage.TypedStorage, torch.storage.UntypedStorage
+    except AttributeError:      # torch is half-imported
+        return None
+    _typed_cls = typed
+    _storage_types = (typed, untyped)
+    return _storage_types
 
 
-def dumps(obj) -> tuple:
+class _StorageBytes:
+    """Holder of one CPU UntypedStorage within one ``dumps``: memoized by the pickler,
+    so every view of the storage refers to one rebuilt storage on the other side."""
+
+    __slots__ = ("storage", "__weakref__")
+
+    def __init__(self, storage) -> None:
+        self.storage = storage
+
+    def __reduce__(self):
+        u = self.storage
+        n = u.nbytes()
+        if n == 0:
+            return (_rebuild_untyped, (bytearray(),))
+        import ctypes
+        arr = (ctypes.c_ubyte * n).from_address(u.data_ptr())
+        arr._keep = u           # the buffer (and any zero-copy frame) keeps u alive
+        return (_rebuild_untyped, (pickle.PickleBuffer(arr),))
+
+
+def _rebuild_untyped(buf):
+    import torch
+    if memoryview(buf).nbytes == 0:
+        return torch.UntypedStorage(0)
+    return torch.frombuffer(buf, dtype=torch.uint8).untyped_storage()
+
+
+def _rebuild_typed(untyped, dtype_name: str):
+    import torch
+    return torch.storage.TypedStorage(wrap_storage=untyped, dtype=getattr(torch, dtype_name),
+                                      _internal=True)
+
+
+def _as_is(x):
+    return x
+
+
+def _dtype_name(dtype) -> str:
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = str(dtype).rsplit(".", 1)[1]
+    return name
+
+
+# -- the pickler -------------------------------------------------------------
+_cp_private_table = cloudpickle.Pickler._dispatch_table
+_by_value_modules = cloudpickle.cloudpickle._PICKLE_BY_VALUE_MODULES
+_byref = {}                 # id -> function/class cloudpickle pickles by reference
+_byref_modules = frozenset()  # _by_value_modules when _byref was filled
+_FunctionType = type(_as_is)
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle + out-of-band buffers + CPU storages as raw bytes; reusable.
+
+    Faster than a fresh ``cloudpickle.Pickler`` per call: one is reused (through
+    ``_pool``: reentrant and thread-safe), the by-reference verdicts of cloudpickle
+    on functions and classes are cached (``_byref``), and cloudpickle's private
+    reducers are looked up here, so the C pickler reads ``copyreg.dispatch_table``
+    directly instead of cloudpickle's Python ``ChainMap``.
+    """
+
+    # No instance dispatch table: the C pickler then uses copyreg's, live.
+    dispatch_table = property(lambda self: _no_attr())
+
+    def __init__(self) -> None:
+        self.f = io.BytesIO()
+        self.bufs = bufs = []
+
+        def cb(pb, append=bufs.append):
+            raw = pb.raw()
+            if raw.nbytes < INBAND_LIMIT:
+                return True
+            append(raw)
+            return False
+
+        super().__init__(self.f, 5, buffer_callback=cb)
+        self.last = None          # last object reduced: the culprit when dump fails
+        self.storages = None      # (data_ptr, nbytes) -> _StorageBytes, in one dump
+
+    def reducer_override(self, obj):
+        global _byref, _byref_modules
+        self.last = obj
+        i = id(obj)
+        if _byref.get(i) is obj:
+            if _by_value_modules == _byref_modules:
+                return NotImplemented
+            _byref = {}
+            _byref_modules = frozenset(_by_value_modules)
+        t = type(obj)
+        st = _storage_types
+        if st is None and "torch" in sys.modules:
+            st = _torch_storage_types()
+        if st is not None:
+            if t is _StorageBytes:
+                return obj.__reduce__()
+            if isinstance(obj, st):
+                r = self._reduce_storage(obj)
+                if r is not None:
+                    return r
+        r = _cp_private_table.get(t)
+        if r is not None:
+            return r(obj)
+        r = _cp_reducer_override(self, obj)
+        if r is NotImplemented and (t is _FunctionType or isinstance(obj, type)):
+            if len(_byref) > 4096:
+                _byref = {}
+            _byref[i] = obj
+        return r
+
+    def _reduce_storage(self, s):
+        if isinstance(s, _typed_cls):
+            u = s._untyped_storage
+            if u.device.type != "cpu":
+                return None
+            return (_rebuild_typed, (self._holder(u), _dtype_name(s.dtype)))
+        if s.device.type != "cpu":
+            return None
+        return (_as_is, (self._holder(s),))
+
+    def _holder(self, u):
+        n = u.nbytes()
+        if n == 0:
+            return _StorageBytes(u)
+        d = self.storages
+        if d is None:
+            d = self.storages = {}
+        key = (u.data_ptr(), n)
+        h = d.get(key)
+        if h is None:
+            h = d[key] = _StorageBytes(u)
+        return h
+
+
+def _no_attr():
+    raise AttributeError("dispatch_table")
+
+
+_dump = pickle.Pickler.dump
+_pool = []                  # idle picklers (pop/append: atomic, reentrancy-safe)
+
+
+def dumps(obj, _retry: bool = True) -> tuple:
     """Pickle ``obj``; return ``(stream_bytes, [large raw memoryviews])``.
 
-    Raises ``TypeError`` naming the object when it cannot be pickled.
+    Raises ``TypeError`` naming the type of the object that failed to pickle.
     """
-    bufs = []
-
-    def cb(pb, bufs=bufs):
-        raw = pb.raw()
-        if raw.nbytes < INBAND_LIMIT:
-            return True
-        bufs.append(raw)
-        return False
-
-    table = _dispatch_table()
     try:
-        if table is None:
-            data = pickle.dumps(obj, 5, buffer_callback=cb)
-        else:
-            f = io.BytesIO()
-            p = pickle.Pickler(f, 5, buffer_callback=cb)
-            p.dispatch_table = table
-            p.dump(obj)
-            data = f.getvalue()
-    except (pickle.PicklingError, TypeError, AttributeError) as e:
-        raise TypeError(f"cannot pickle {_short(obj)} to send it: {e}") from e
-    return data, bufs
+        p = _pool.pop()
+    except IndexError:
+        p = _Pickler()
+    f = p.f
+    try:
+        _dump(p, obj)
+    except Exception as e:
+        culprit = p.last if p.last is not None else obj
+        _reset(p)
+        p.bufs.clear()
+        p.clear_memo()
+        f.seek(0)
+        f.truncate()
+        _pool.append(p)
+        if _retry and _byref.get(id(culprit)) is culprit:
+            # cached as "by reference" but no longer importable as such (a module
+            # reloaded, a name rebound): forget the verdict, let cloudpickle decide
+            _byref.pop(id(culprit), None)
+            return dumps(obj, False)
+        raise TypeError(_failure(culprit, e)) from e
+    data = f.getvalue()
+    bufs = p.bufs
+    if bufs:
+        out = bufs[:]
+        bufs.clear()
+    else:
+        out = []
+    if p.last is not None:
+        _reset(p)
+    p.clear_memo()
+    f.seek(0)
+    f.truncate()
+    _pool.append(p)
+    return data, out
+
+
+def _reset(p) -> None:
+    p.last = None
+    p.storages = None
+    if p.globals_ref:
+        p.globals_ref = {}
 
 
 def loads(data, buffers=()):
     return pickle.loads(data, buffers=buffers)
 
 
+def _failure(obj, e: BaseException) -> str:
+    """``cannot pickle object of type T (repr): reason``, naming the culprit's type
+    where the error says which one it was."""
+    t = type(obj)
+    what = f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+    cause = e
+    if isinstance(e, pickle.PicklingError) and isinstance(e.__cause__, RecursionError):
+        cause = e.__cause__
+    if isinstance(cause, RecursionError):
+        reason = "too deeply nested (RecursionError: maximum recursion depth exceeded)"
+    else:
+        reason = f"{type(cause).__name__}: {cause}"
+    return f"cannot pickle object of type {what} ({_short(obj)}): {reason}"
+
+
 def _short(obj) -> str:
-    r = repr(obj)
+    try:
+        r = repr(obj)
+    except Exception:  # noqa: BLE001 - a broken __repr__
+        return f"<{type(obj).__qualname__} object>"
     return r if len(r) < 200 else r[:200] + "..."

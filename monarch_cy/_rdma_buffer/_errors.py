@@ -7,6 +7,7 @@ the reader over the actor transport.
 
 from __future__ import annotations
 
+from monarch_cy._actor.errors import ForeignJobError as _ForeignHandle
 from monarch_cy._actor.errors import SupervisionError
 from monarch_cy._errors import MonarchCyError
 
@@ -30,8 +31,9 @@ class BufferDroppedError(RDMAError, ValueError):
     its memory may already be reused, so nothing reads or writes it any more."""
 
 
-class ForeignJobError(RDMAError, ValueError):
-    """A buffer handle made by another job (another controller) was used here."""
+class ForeignJobError(RDMAError, _ForeignHandle):
+    """A buffer handle made by another job (another controller) was used here (also
+    the actor layer's :class:`~monarch_cy._actor.errors.ForeignJobError`)."""
 
 
 class RDMATimeoutError(RDMAError, TimeoutError):

@@ -4,12 +4,15 @@ Re-exports only; the implementation lives in :mod:`monarch_cy._actor`.  Importin
 this module is cheap: it imports neither zmq, asyncio nor torch.
 """
 
-from monarch_cy._actor.actor import (Actor, ActorMesh, Context, context, current_rank,
-                                     current_size)
-from monarch_cy._actor.endpoint import Accumulator, Endpoint, endpoint
+from monarch_cy._actor.actor import (Actor, ActorMesh, Context, context, current_actor_name,
+                                     current_rank, current_size)
+from monarch_cy._actor.concurrent import concurrent_endpoint
+from monarch_cy._actor.controllers import get_or_spawn_controller
+from monarch_cy._actor.endpoint import Accumulator, Endpoint, endpoint, send
 from monarch_cy._actor.errors import (ActorError, MeshIndexError, MeshStoppedError,
                                       SupervisionError)
 from monarch_cy._actor.future import Future
+from monarch_cy._actor.lifecycle import shutdown_context
 from monarch_cy._actor.ports import Channel, Port, PortReceiver
 from monarch_cy._actor.proc_mesh import HostMesh, ProcMesh, this_host, this_proc
 from monarch_cy._actor.shape import Extent, Point
@@ -39,10 +42,15 @@ __all__ = [
     "SupervisionError",
     "ValueMesh",
     "attach_to_workers",
+    "concurrent_endpoint",
     "context",
+    "current_actor_name",
     "current_rank",
     "current_size",
     "endpoint",
+    "get_or_spawn_controller",
+    "send",
+    "shutdown_context",
     "this_host",
     "this_proc",
     "unhandled_fault_hook",

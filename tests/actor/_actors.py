@@ -127,7 +127,7 @@ class AsyncEcho(Actor):
         return vm.values()
 
     @endpoint
-    def order(self):
+    async def order(self):
         return list(self.log)
 
     @endpoint
@@ -177,8 +177,10 @@ class TorchActor(Actor):
 
 
 class Clash(Actor):
+    """Takes a name the runtime keeps for its own messages."""
+
     @endpoint
-    def slice(self):
+    def __ready__(self):
         return 1
 
 

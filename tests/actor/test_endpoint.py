@@ -113,13 +113,14 @@ def test_await_from_asyncio(echo):
     assert vals == list(range(20)) and vm == ["z"] * 4
 
 
-def test_get_inside_event_loop_refuses(echo):
+def test_get_inside_event_loop_warns_and_blocks(echo):
+    # As Monarch's: allowed (notebook cells run inside a loop), with a warning.
     async def main():
         f = echo.slice(gpus=0).sleep.call_one(0.3)
-        with pytest.raises(RuntimeError, match="await"):
-            f.get()
-        return await f
-    assert asyncio.run(main()) == 0.3
+        with pytest.warns(UserWarning, match="within an active event loop"):
+            v = f.get()
+        return v, await f
+    assert asyncio.run(main()) == (0.3, 0.3)
 
 
 def test_controller_context():

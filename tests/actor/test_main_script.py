@@ -1,4 +1,5 @@
-"""Actor classes defined in the controller's ``__main__`` script work in workers."""
+"""Actor classes defined in the controller's ``__main__`` script work in workers: they
+travel by value, and the workers never run the script."""
 
 import os
 import subprocess
@@ -25,4 +26,31 @@ def test_actor_class_in_main_script(tmp_path):
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                          timeout=60, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
-    assert "['hi 3 from __mp_main__', 'hi 3 from __mp_main__']" in out.stdout
+    assert "['hi 3 from __main__', 'hi 3 from __main__']" in out.stdout
+
+
+UNGUARDED = '''
+import os
+from monarch_cy.actor import Actor, endpoint, this_host
+print("script body ran in", os.getpid(), flush=True)
+
+class Local(Actor):
+    @endpoint
+    def pid(self):
+        return os.getpid()
+
+pm = this_host().spawn_procs(per_host={"procs": 2})
+pids = pm.spawn("l", Local).pid.call().get(30).values()
+print("workers", pids, flush=True)
+pm.stop().get(10)
+'''
+
+
+def test_script_without_main_guard_runs_once(tmp_path):
+    path = tmp_path / "prog.py"
+    path.write_text(UNGUARDED)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("script body ran in") == 1, out.stdout
+    assert "workers [" in out.stdout

@@ -47,7 +47,7 @@ def hook(monkeypatch):
 
 
 @pytest.mark.parametrize("how,cause", [("SIGKILL", "signal SIGKILL"),
-                                       ("exit", "exited with code 5"),
+                                       ("exit", "exited with non-zero code 5"),
                                        ("segv", "signal SIGSEGV")])
 def test_death_fails_pending_calls_within_a_second(how, cause, hook):
     pm = this_host().spawn_procs(per_host={"gpus": 2})

@@ -1,0 +1,43 @@
+"""``shutdown_context()``: end this process's part of the job, as Monarch's does.
+
+In the client it stops every proc mesh still running (each actor's ``__cleanup__``
+runs; procs get STOP, then SIGKILL after a grace period), reaps every child and
+stops the fork server; the controller's own node stays usable for ``this_proc()``
+actors until interpreter exit, which is where it is torn down anyway.  In a worker
+it stops the proc meshes that worker started.
+
+Idempotent: later calls return an already-resolved Future.  Non-blocking: the work
+runs in a helper thread; ``.get()`` (or ``await``) waits for it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["shutdown_context"]
+
+_done = None
+_lock = threading.Lock()
+
+
+def shutdown_context():
+    """Stop every proc mesh this process started; ``Future[None]`` when done."""
+    global _done
+    from monarch_cy._actor.future import Future
+    with _lock:
+        if _done is not None:
+            return _done
+        fut = _done = Future._make(None)
+
+    def run():
+        try:
+            from monarch_cy._actor.node import current_node
+            if current_node() is not None:
+                from monarch_cy._actor.proc_mesh import stop_all
+                stop_all(grace=2.0)
+        except BaseException as e:  # noqa: BLE001 - delivered to the caller
+            fut._set_exception(e)
+        else:
+            fut._set_result(None)
+    threading.Thread(target=run, daemon=True, name="monarch_cy-shutdown").start()
+    return fut
