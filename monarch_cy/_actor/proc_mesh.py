@@ -299,7 +299,10 @@ class HostMesh(MeshTrait):
 
         Each proc gets ``MONARCH_CY_RANK``/``MONARCH_CY_WORLD_SIZE`` and, when
         ``per_host`` has a ``gpus`` dimension, ``CUDA_VISIBLE_DEVICES`` and
-        ``HIP_VISIBLE_DEVICES`` set to its gpu coordinate, plus ``env``.
+        ``HIP_VISIBLE_DEVICES`` set to its gpu coordinate, plus ``env``.  Under
+        :mod:`monarch_cy.compat` the gpu coordinate is not pinned, as in Monarch
+        (every proc sees the GPUs its parent sees), unless
+        ``MONARCH_CY_PIN_GPUS=1``; ``MONARCH_CY_PIN_GPUS=0`` turns pinning off here.
 
         ``restart``: a :class:`RestartPolicy` to respawn failed ranks automatically.
         ``heartbeat_timeout``: seconds without a heartbeat answer before a proc is
@@ -328,6 +331,7 @@ class HostMesh(MeshTrait):
         if env is not None and not all(isinstance(k, str) and isinstance(v, str)
                                        for k, v in env.items()):
             raise TypeError(f"env must map str to str, not {env!r}")
+        pin = _pin_gpus()
         labels = self._shape.labels + tuple(per_host)
         sizes = self._shape.sizes + tuple(per_host.values())
         ext = Extent(labels, sizes)
@@ -353,7 +357,7 @@ class HostMesh(MeshTrait):
         for r in range(ext.nelements):
             point = Point(r, ext)
             extra = {"MONARCH_CY_RANK": str(r), "MONARCH_CY_WORLD_SIZE": str(ext.nelements)}
-            if "gpus" in point:
+            if "gpus" in point and pin:
                 extra["CUDA_VISIBLE_DEVICES"] = extra["HIP_VISIBLE_DEVICES"] = \
                     str(point["gpus"])
             if remote is not None:    # the host's agent merges env into its own
@@ -376,6 +380,17 @@ class HostMesh(MeshTrait):
 
     def __repr__(self):
         return f"<HostMesh {self.sizes!r}>"
+
+
+def _pin_gpus() -> bool:
+    """Whether the ``gpus`` coordinate sets each proc's visible devices (see
+    ``HostMesh.spawn_procs``)."""
+    v = os.environ.get("MONARCH_CY_PIN_GPUS", "").strip()
+    if v in ("0", "1"):
+        return v == "1"
+    if v:
+        raise ValueError(f"MONARCH_CY_PIN_GPUS={v!r}; use 0 or 1")
+    return not _compat_installed()
 
 
 def _cc_address(node) -> str:

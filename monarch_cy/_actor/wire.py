@@ -27,7 +27,6 @@ procs of one host, through a shared-memory segment (:mod:`.shm`).
 
 from __future__ import annotations
 
-import io
 import pickle
 import sys
 
@@ -127,7 +126,7 @@ class _Pickler(cloudpickle.Pickler):
     dispatch_table = property(lambda self: _no_attr())
 
     def __init__(self) -> None:
-        self.f = io.BytesIO()
+        self.chunks = chunks = []
         self.bufs = bufs = []
 
         def cb(pb, append=bufs.append):
@@ -137,7 +136,7 @@ class _Pickler(cloudpickle.Pickler):
             append(raw)
             return False
 
-        super().__init__(self.f, 5, buffer_callback=cb)
+        super().__init__(_Sink(chunks.append), 5, buffer_callback=cb)
         self.last = None          # last object reduced: the culprit when dump fails
         self.storages = None      # (data_ptr, nbytes) -> _StorageBytes, in one dump
 
@@ -195,6 +194,15 @@ class _Pickler(cloudpickle.Pickler):
         return h
 
 
+class _Sink:
+    """The pickler's file: each write (usually one per dump) appended to a list."""
+
+    __slots__ = ("write",)
+
+    def __init__(self, write) -> None:
+        self.write = write
+
+
 def _no_attr():
     raise AttributeError("dispatch_table")
 
@@ -212,16 +220,14 @@ def dumps(obj, _retry: bool = True) -> tuple:
         p = _pool.pop()
     except IndexError:
         p = _Pickler()
-    f = p.f
     try:
         _dump(p, obj)
     except Exception as e:
         culprit = p.last if p.last is not None else obj
         _reset(p)
         p.bufs.clear()
+        p.chunks.clear()
         p.clear_memo()
-        f.seek(0)
-        f.truncate()
         _pool.append(p)
         if _retry and _byref.get(id(culprit)) is culprit:
             # cached as "by reference" but no longer importable as such (a module
@@ -229,7 +235,9 @@ def dumps(obj, _retry: bool = True) -> tuple:
             _byref.pop(id(culprit), None)
             return dumps(obj, False)
         raise TypeError(_failure(culprit, e)) from e
-    data = f.getvalue()
+    chunks = p.chunks
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    chunks.clear()
     bufs = p.bufs
     if bufs:
         out = bufs[:]
@@ -239,8 +247,6 @@ def dumps(obj, _retry: bool = True) -> tuple:
     if p.last is not None:
         _reset(p)
     p.clear_memo()
-    f.seek(0)
-    f.truncate()
     _pool.append(p)
     return data, out
 

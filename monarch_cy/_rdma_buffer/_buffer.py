@@ -108,7 +108,7 @@ class RDMABuffer:
         """Copy bytes ``[offset, size())`` of the buffer to the start of ``dst``.
 
         ``dst`` (contiguous, writable; CPU or GPU) must hold at least
-        ``size() - offset`` bytes.  Returns a Future of the number of bytes read.
+        ``size() - offset`` bytes.  Returns a Future of None (as Monarch's).
         Argument errors raise here; a dropped buffer, a dead owner or a timeout
         fail the future.
         """

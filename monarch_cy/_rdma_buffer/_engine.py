@@ -99,7 +99,7 @@ def submit(transfers: list[Transfer], timeout: float, backend: str | None):
     if not groups:
         fut._set_result(None)
         return fut
-    result = transfers[0].nbytes if len(transfers) == 1 and transfers[0].read else None
+    result = None         # what Monarch's read_into/write_from futures resolve to
     if len(groups) == 1 and all(t.backend == "ipc" for t in transfers):
         # One owner, copies by the device (GPU IPC): run them here and hand
         # back a resolved future.  The pool hop cost ~10% of a 2 GiB GPU read (H200).

@@ -15,7 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monarch_examples")
 
 # file -> git blob id of the copied file (its README's table)
-BLOBS = {"ping_pong.py": "0fa0561172e487089d476cf2a4ca4336916416a0"}
+BLOBS = {"ping_pong.py": "0fa0561172e487089d476cf2a4ca4336916416a0",
+         "grpo_yield.py": "41e8fee9563a8790a6aadb178957c6c8e13605ac",
+         "grpo_actor.py": "a1c2de9aad34d35225238a636c1b0306037f5882"}
 
 PING_PONG = (
     [f"Identity: {r}, msg='hey there, from script!!'" for r in range(4)]
@@ -41,14 +43,33 @@ def test_example_is_unchanged(name):
         "byte for byte (see monarch_examples/README.md)")
 
 
-@pytest.mark.timeout(150)
-def test_ping_pong(tmp_path):
-    path = os.path.join(EXAMPLES, "ping_pong.py")
+def run_example(name: str, cwd, timeout: float) -> subprocess.CompletedProcess:
+    """``python -m monarch_cy.compat monarch_examples/<name>`` in ``cwd``."""
+    path = os.path.join(EXAMPLES, name)
     old = os.environ.get("PYTHONPATH", "")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + ([old] if old else [])))
-    r = subprocess.run([sys.executable, "-m", "monarch_cy.compat", path],
-                       capture_output=True, text=True, timeout=120, env=env,
-                       cwd=str(tmp_path))
+    return subprocess.run([sys.executable, "-m", "monarch_cy.compat", path],
+                          capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=str(cwd))
+
+
+@pytest.mark.timeout(150)
+def test_grpo_yield(tmp_path):
+    """Channels, ports in constructors, send(selection="choose"), async __cleanup__,
+    awaited stops: Monarch's GRPO example built on yields (CPU torch only)."""
+    pytest.importorskip("torch")
+    r = run_example("grpo_yield.py", tmp_path, 140)
+    assert r.returncode == 0, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+    lines = [_PREFIX.sub("", line) for line in r.stdout.splitlines()]
+    steps = [ln for ln in lines if ln.startswith("[trainer] step ")]
+    assert len(steps) == 19, r.stdout[-3000:]          # steps 01..19, then complete
+    assert "[controller] training complete at step 20" in lines
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(150)
+def test_ping_pong(tmp_path):
+    r = run_example("ping_pong.py", tmp_path, 120)
     assert r.returncode == 0, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
     lines = [_PREFIX.sub("", line) for line in r.stdout.splitlines()]
     missing = [want for want in PING_PONG if want not in lines]

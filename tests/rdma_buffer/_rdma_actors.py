@@ -73,7 +73,7 @@ class Reader(Actor):
             dst = t.cpu().numpy()
         else:
             got = buf.read_into(dst, offset, timeout=timeout, backend=backend).get()
-        assert got == buf.size() - offset, got
+        assert got is None, got               # Monarch's futures resolve to None
         return dst.tobytes()
 
     @endpoint
