@@ -98,8 +98,11 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
 
 
 def _shutdown(node) -> None:
+    from monarch_cy._actor import supervision
     from monarch_cy._actor.proc_mesh import stop_all
     try:
+        if LIVE_PROCS or supervision._pending:
+            supervision.flush_at_exit()     # failures nobody handled yet: hook now
         stop_all(grace=2.0)
     finally:
         try:

@@ -27,6 +27,9 @@ Vocabulary
   ``SupervisionError`` carrying the report in the controller's main thread (at its
   next Python instruction: a main thread blocked in ``Future.get`` wakes at once).
   Replace it by assignment: ``monarch_cy.actor.unhandled_fault_hook = fn``.
+  It runs exactly once per unhandled failure; failures still within their grace
+  when the interpreter exits get it at exit (:func:`flush_at_exit`), before the
+  procs are stopped, rather than being lost.
 * Stopping a mesh on purpose is not a failure.
 """
 
@@ -276,6 +279,29 @@ def _expire(p: _Pending) -> None:
         del HOOK_CALLS[:-100]
     threading.Thread(target=_run_hook, args=(p.failure,), daemon=True,
                      name="monarch_cy-fault-hook").start()
+
+
+def flush_at_exit(settle: float = 0.05, hook_timeout: float = 5.0) -> int:
+    """Interpreter exit: run the hook now for every failure still within its grace
+    and not handled (they would be lost with the process); returns how many.
+
+    Waits ``settle`` seconds first, so that a proc that died just before exit is
+    reported by the pump; each hook runs in a thread of its own and is given
+    ``hook_timeout`` seconds.  The default hook cannot raise in a main thread that
+    has finished, so at exit it prints the report."""
+    time.sleep(settle)
+    with _lock:
+        due = [p for p in _pending if not p.handled]
+        _pending.clear()
+        for p in due:
+            HOOK_CALLS.append((time.monotonic(), p.failure))
+        del HOOK_CALLS[:-100]
+    for p in due:
+        t = threading.Thread(target=_run_hook, args=(p.failure,), daemon=True,
+                             name="monarch_cy-fault-hook")
+        t.start()
+        t.join(hook_timeout)
+    return len(due)
 
 
 # -- message handlers -----------------------------------------------------------

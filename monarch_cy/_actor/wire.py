@@ -109,6 +109,7 @@ _cp_private_table = cloudpickle.Pickler._dispatch_table
 _by_value_modules = cloudpickle.cloudpickle._PICKLE_BY_VALUE_MODULES
 _byref = {}                 # id -> function/class cloudpickle pickles by reference
 _byref_modules = frozenset()  # _by_value_modules when _byref was filled
+_plain_types = set()        # types whose instances go to pickle's own reduction
 _FunctionType = type(_as_is)
 
 
@@ -143,13 +144,15 @@ class _Pickler(cloudpickle.Pickler):
     def reducer_override(self, obj):
         global _byref, _byref_modules
         self.last = obj
+        t = type(obj)
+        if t in _plain_types:
+            return NotImplemented
         i = id(obj)
         if _byref.get(i) is obj:
             if _by_value_modules == _byref_modules:
                 return NotImplemented
             _byref = {}
             _byref_modules = frozenset(_by_value_modules)
-        t = type(obj)
         st = _storage_types
         if st is None and "torch" in sys.modules:
             st = _torch_storage_types()
@@ -164,10 +167,16 @@ class _Pickler(cloudpickle.Pickler):
         if r is not None:
             return r(obj)
         r = _cp_reducer_override(self, obj)
-        if r is NotImplemented and (t is _FunctionType or isinstance(obj, type)):
-            if len(_byref) > 4096:
-                _byref = {}
-            _byref[i] = obj
+        if r is NotImplemented:
+            if t is _FunctionType or isinstance(obj, type):
+                if len(_byref) > 4096:
+                    _byref = {}
+                _byref[i] = obj
+            elif st is None or not issubclass(t, st):
+                # cloudpickle decides instances by their type alone: remember it
+                if len(_plain_types) > 4096:
+                    _plain_types.clear()
+                _plain_types.add(t)
         return r
 
     def _reduce_storage(self, s):
@@ -263,23 +272,31 @@ def loads(data, buffers=()):
 
 
 def _failure(obj, e: BaseException) -> str:
-    """``cannot pickle object of type T (repr): reason``, naming the culprit's type
-    where the error says which one it was."""
+    """``cannot pickle object of type T (short repr): reason``; ``obj`` is the object
+    being reduced when pickling failed (else the whole message)."""
     t = type(obj)
-    what = f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+    mod = getattr(t, "__module__", None)
+    what = t.__qualname__ if mod in (None, "builtins") else f"{mod}.{t.__qualname__}"
     cause = e
     if isinstance(e, pickle.PicklingError) and isinstance(e.__cause__, RecursionError):
         cause = e.__cause__
     if isinstance(cause, RecursionError):
-        reason = "too deeply nested (RecursionError: maximum recursion depth exceeded)"
+        reason = "it is nested too deeply (RecursionError: maximum recursion depth exceeded)"
     else:
         reason = f"{type(cause).__name__}: {cause}"
     return f"cannot pickle object of type {what} ({_short(obj)}): {reason}"
 
 
+_repr = None
+
+
 def _short(obj) -> str:
+    global _repr
+    if _repr is None:
+        import reprlib
+        _repr = reprlib.Repr()
+        _repr.maxother = _repr.maxstring = 120
     try:
-        r = repr(obj)
+        return _repr.repr(obj)
     except Exception:  # noqa: BLE001 - a broken __repr__
         return f"<{type(obj).__qualname__} object>"
-    return r if len(r) < 200 else r[:200] + "..."

@@ -1,0 +1,66 @@
+"""``unhandled_fault_hook``: exactly once per unhandled failure, and at exit for a
+failure nobody handled yet (each in a fresh controller process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+PROGRAM = '''
+import os, signal, sys, time
+import monarch_cy.actor as A
+from monarch_cy.actor import Actor, endpoint, this_host
+
+def hook(failure):
+    print("HOOK", failure.kind, failure.mesh_name, failure.ranks, flush=True)
+A.unhandled_fault_hook = hook
+
+class X(Actor):
+    @endpoint
+    def pid(self):
+        return os.getpid()
+
+    @endpoint
+    def boom(self):
+        raise SystemExit(3)
+
+pm = this_host().spawn_procs(per_host={"procs": 3})
+m = pm.spawn("x", X)
+pm.spawn("y", X)                   # a second actor mesh on the same procs
+pids = m.pid.call().get(20).values()
+os.kill(pids[0], signal.SIGKILL)   # a proc failure nobody sees
+time.sleep(2.5)
+print("after proc failure", flush=True)
+m.slice(procs=1).boom.broadcast()  # an actor failure nobody sees
+time.sleep(2.5)
+print("after actor failure", flush=True)
+if sys.argv[1] == "exit":
+    os.kill(pids[2], signal.SIGKILL)
+    time.sleep(0.05)
+    print("exiting", flush=True)
+'''
+
+
+def _run(tmp_path, mode):
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    out = subprocess.run([sys.executable, str(prog), mode], capture_output=True,
+                         text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    return [ln for ln in out.stdout.splitlines() if not ln.startswith("[")]
+
+
+def test_hook_once_per_failure(tmp_path):
+    lines = _run(tmp_path, "stay")
+    assert lines == ["HOOK proc procs (0,)", "after proc failure",
+                     "HOOK actor x (1,)", "after actor failure"], lines
+
+
+def test_hook_runs_for_a_failure_found_at_exit(tmp_path):
+    lines = _run(tmp_path, "exit")
+    assert lines[-2:] == ["exiting", "HOOK proc procs (2,)"], lines
+    assert lines.count("HOOK proc procs (2,)") == 1
