@@ -254,8 +254,22 @@ class Node(SendMixin, PumpMixin):
                 col = self._ports.get(hdr[1])
                 if col is None:
                     return
-                value = self.decode(data, frames[1:])
-                if col.deliver(hdr[2], hdr[3], value):
+                ok = hdr[3]
+                try:
+                    value = self.decode(data, frames[1:])
+                except Exception as e:      # fail the call, never leave it pending
+                    import traceback
+                    from monarch_cy._actor.errors import ActorError
+                    what = "result" if ok else "error"
+                    why = f"{type(e).__name__}: {e}"
+                    exc = pickle.UnpicklingError(
+                        f"the {what} of the call arrived but could not be unpickled "
+                        f"here: {why}")
+                    exc.__cause__ = e
+                    value = ActorError(exc, f"{exc}\n" + "".join(traceback.format_exception(e)),
+                                       getattr(col, "actor", ""), getattr(col, "rank", hdr[2]))
+                    ok = False
+                if col.deliver(hdr[2], ok, value):
                     self._ports.pop(hdr[1], None)
             elif kind == RELEASE:
                 for seg in hdr[2]:

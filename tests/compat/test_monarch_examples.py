@@ -62,8 +62,8 @@ def test_grpo_yield(tmp_path):
     assert r.returncode == 0, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
     lines = [_PREFIX.sub("", line) for line in r.stdout.splitlines()]
     steps = [ln for ln in lines if ln.startswith("[trainer] step ")]
-    assert len(steps) == 19, r.stdout[-3000:]          # steps 01..19, then complete
-    assert "[controller] training complete at step 20" in lines
+    assert [s.split()[2] for s in steps] == [f"{i:02d}" for i in range(20)], r.stdout[-3000:]
+    assert "[controller] training complete at step 20" in r.stdout.splitlines()
     assert "Traceback" not in r.stderr, r.stderr
 
 
