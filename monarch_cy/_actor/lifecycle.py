@@ -20,8 +20,17 @@ _done = None
 _lock = threading.Lock()
 
 
-def shutdown_context():
-    """Stop every proc mesh this process started; ``Future[None]`` when done."""
+def shutdown_context(host_timeout: float | None = None):
+    """Stop every proc mesh this process started; ``Future[None]`` when done.
+
+    ``host_timeout``: seconds each proc is given to stop before it is killed
+    (default 2)."""
+    if host_timeout is not None and (isinstance(host_timeout, bool) or
+                                     not isinstance(host_timeout, (int, float)) or
+                                     host_timeout < 0):
+        raise ValueError(f"host_timeout must be a number of seconds >= 0 or None, not "
+                         f"{host_timeout!r}")
+    grace = 2.0 if host_timeout is None else float(host_timeout)
     global _done
     from monarch_cy._actor.future import Future
     with _lock:
@@ -34,7 +43,7 @@ def shutdown_context():
             from monarch_cy._actor.node import current_node
             if current_node() is not None:
                 from monarch_cy._actor.proc_mesh import stop_all
-                stop_all(grace=2.0)
+                stop_all(grace=grace)
         except BaseException as e:  # noqa: BLE001 - delivered to the caller
             fut._set_exception(e)
         else:

@@ -177,8 +177,9 @@ class PortReceiver(Generic[R]):
     """Receiving end of a channel. ``recv()`` returns a Future of the next value, in
     arrival order.  Errors sent with ``Port.exception`` raise from that future."""
 
-    def __init__(self, node, once: bool = False):
+    def __init__(self, node, once: bool = False, ranked: bool = False):
         self._node = node
+        self._ranked = ranked
         self._items = deque()
         self._waiters = deque()
         self._once = once
@@ -186,6 +187,8 @@ class PortReceiver(Generic[R]):
         self._port_id = node.register_port(self)
 
     def deliver(self, rank, ok, value) -> bool:
+        if ok and self._ranked:
+            value = (rank, value)
         with self._lock:
             f = self._waiters.popleft() if self._waiters else None
             if f is None:
@@ -222,7 +225,17 @@ class Channel(Generic[R]):
 
     @staticmethod
     def open(once: bool = False) -> "tuple[Port[R], PortReceiver[R]]":
+        """A channel: the Port travels to senders; ``recv()`` here gets the values."""
         from monarch_cy._actor.node import get_node
         node = get_node()
         recv = PortReceiver(node, once)
+        return Port(node.addr, recv._port_id, None, node.key), recv
+
+    @staticmethod
+    def open_ranked(once: bool = False) -> "tuple[Port[R], PortReceiver[tuple[int, R]]]":
+        """As :meth:`open`, but ``recv()`` gives ``(rank, value)``: the rank the
+        sending actor had in the call whose port this is (None for a plain send)."""
+        from monarch_cy._actor.node import get_node
+        node = get_node()
+        recv = PortReceiver(node, once, ranked=True)
         return Port(node.addr, recv._port_id, None, node.key), recv

@@ -12,7 +12,8 @@ from monarch_cy._actor.errors import SupervisionError
 from monarch_cy._errors import MonarchCyError
 
 __all__ = ["RDMAError", "BufferDroppedError", "OwnerDiedError", "ForeignJobError",
-           "RDMATimeoutError", "BackendUnavailableError"]
+           "RDMATimeoutError", "BackendUnavailableError", "RDMATcpFallbackWarning",
+           "RDMAReadTransferWarning", "RDMAWriteTransferWarning"]
 
 
 class RDMAError(MonarchCyError):
@@ -55,3 +56,16 @@ class OwnerDiedError(SupervisionError):
 
     def __init__(self, actor: str = "rdma-buffer owner", rank=None, cause: str = "") -> None:
         super().__init__(actor, rank, cause)
+
+
+class RDMATcpFallbackWarning(UserWarning):
+    """Monarch's name: a transfer uses the TCP fallback (no verbs device, no same-host
+    path).  Emitted once per process, at the first such transfer."""
+
+
+class RDMAReadTransferWarning(UserWarning):
+    """Monarch's name (Monarch 0.7.0 defines it and never emits it; neither do we)."""
+
+
+class RDMAWriteTransferWarning(UserWarning):
+    """Monarch's name (Monarch 0.7.0 defines it and never emits it; neither do we)."""

@@ -100,4 +100,18 @@ def choose(h, local_kind: str, req: str = "auto") -> str:
     for name in ("local", "ipc", "cma", "ibverbs"):
         if why_not(name, h, local_kind) is None:
             return name
+    _warn_tcp()
     return "tcp"
+
+
+_tcp_warned = []
+
+
+def _warn_tcp() -> None:
+    if not _tcp_warned:
+        _tcp_warned.append(True)
+        import warnings
+        from monarch_cy._rdma_buffer._errors import RDMATcpFallbackWarning
+        warnings.warn("RDMABuffer transfers between these processes use the TCP fallback "
+                      "(no verbs device and no same-host path)", RDMATcpFallbackWarning,
+                      stacklevel=4)

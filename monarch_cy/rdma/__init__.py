@@ -11,7 +11,9 @@ from monarch_cy._rdma_buffer._availability import (get_rdma_backend, is_ibverbs_
 from monarch_cy._rdma_buffer._buffer import RDMABuffer
 from monarch_cy._rdma_buffer._errors import (BackendUnavailableError, BufferDroppedError,
                                              ForeignJobError, OwnerDiedError, RDMAError,
-                                             RDMATimeoutError)
+                                             RDMAReadTransferWarning,
+                                             RDMATcpFallbackWarning, RDMATimeoutError,
+                                             RDMAWriteTransferWarning)
 
 __all__ = [
     "RDMAAction",
@@ -22,6 +24,9 @@ __all__ = [
     "ForeignJobError",
     "OwnerDiedError",
     "RDMATimeoutError",
+    "RDMATcpFallbackWarning",
+    "RDMAReadTransferWarning",
+    "RDMAWriteTransferWarning",
     "get_rdma_backend",
     "is_ibverbs_available",
     "is_rdma_available",

@@ -75,3 +75,39 @@ def test_bytes_like(echo):
     ba = bytearray(b"x" * (1 << 20))
     assert echo.slice(gpus=0).ping.call_one(ba).get(10) == ba
     assert echo.slice(gpus=0).ping.call_one(b"y" * 100_000).get(10) == b"y" * 100_000
+
+
+def _memfd_maps() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if "memfd:monarch_cy-" in line)
+
+
+def test_tensor_segments_reused_not_leaked(procs, name):
+    torch = pytest.importorskip("torch")
+    from _actors import TorchActor
+    node = get_node()
+    m = procs.spawn(name, TorchActor).slice(gpus=3)
+    t = torch.ones(1 << 20)                       # 4 MiB: through shm
+    for _ in range(20):
+        assert m.tsum.call_one(t).get(20) == float(1 << 20)
+    assert _settle(node, lambda: node.pool.in_use() == 0)
+    assert len(node.pool._segs) <= 6
+    # A returned tensor is a view of the worker's segment, mapped here: a view of it
+    # keeps the mapping; freeing the last one unmaps it (and releases the segment).
+    gc.collect()
+    before = _memfd_maps()
+    out = m.double.call_one(t).get(20)
+    assert _memfd_maps() == before + 1
+    view = out[1:3]
+    del out
+    gc.collect()
+    assert _memfd_maps() == before + 1 and view.tolist() == [2.0, 2.0]
+    del view
+    gc.collect()
+    assert _memfd_maps() == before
+    for _ in range(20):                           # no mapping left behind
+        r = m.double.call_one(t).get(20)
+        assert r[0] == 2.0
+        del r
+    gc.collect()
+    assert _memfd_maps() == before

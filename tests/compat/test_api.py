@@ -238,3 +238,24 @@ def test_shutdown_context_stops_every_mesh_and_is_idempotent(tmp_path):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_channel_open_ranked(procs):
+    leaves = procs.spawn("leaves_ranked", Leaf, "r")
+    port, recv = Channel.open_ranked()
+    send(leaves.pid, (), {}, port=port)
+    got = sorted(recv.recv().get(10) for _ in range(2))
+    assert [rank for rank, _ in got] == [0, 1]
+    assert all(value[1] == "r" for _, value in got)
+
+
+def test_shutdown_context_bad_input():
+    with pytest.raises(ValueError, match="host_timeout"):
+        shutdown_context(host_timeout=-1)
+
+
+def test_rdma_warning_names():
+    from monarch_cy import rdma
+    for name in ("RDMATcpFallbackWarning", "RDMAReadTransferWarning",
+                 "RDMAWriteTransferWarning"):
+        assert issubclass(getattr(rdma, name), Warning)
