@@ -20,12 +20,17 @@ if __name__ == "__main__":
 '''
 
 
-def test_actor_class_in_main_script(tmp_path):
+def _run_script(tmp_path, text):
     path = tmp_path / "prog.py"
-    path.write_text(SCRIPT)
+    path.write_text(text)
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                          timeout=60, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_actor_class_in_main_script(tmp_path):
+    out = _run_script(tmp_path, SCRIPT)
     assert "['hi 3 from __main__', 'hi 3 from __main__']" in out.stdout
 
 
@@ -47,10 +52,6 @@ pm.stop().get(10)
 
 
 def test_script_without_main_guard_runs_once(tmp_path):
-    path = tmp_path / "prog.py"
-    path.write_text(UNGUARDED)
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                         timeout=60, env=dict(os.environ))
-    assert out.returncode == 0, out.stderr
+    out = _run_script(tmp_path, UNGUARDED)
     assert out.stdout.count("script body ran in") == 1, out.stdout
     assert "workers [" in out.stdout
