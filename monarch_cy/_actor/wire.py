@@ -20,9 +20,10 @@ procs of one host, through a shared-memory segment (:mod:`.shm`).
   Non-CPU storages keep torch's default.  Torch is touched only when the sender has
   already imported it; the receiver imports it only when a storage arrives.
 * Anything that makes pickling fail becomes ``TypeError`` naming the object's type.
-* Hot path: a graph of only builtin scalars in small tuples/lists/dicts (the usual
-  ``((1,), {})`` arguments) is pickled by plain ``pickle.dumps``; everything else
-  by a per-thread pickler reused across calls (fresh one when reentered).
+* Hot path (``((1,), {})`` per call): picklers are reused (a pool: thread-safe and
+  reentrant), with no per-call setup; builtin containers and scalars never reach
+  Python code; cloudpickle's by-reference verdicts on functions and classes, and
+  the types it leaves to plain pickle, are cached.
 """
 
 from __future__ import annotations
@@ -62,35 +63,39 @@ def _torch_storage_types():
 
 class _StorageBytes:
     """Holder of one CPU UntypedStorage within one ``dumps``: memoized by the pickler,
-    so every view of the storage refers to one rebuilt storage on the other side."""
+    so every view of the storage refers to one rebuilt storage on the other side.
+    Its ``__array_interface__`` lends the storage's bytes to numpy (the array, and any
+    zero-copy frame made from it, keep the holder and so the storage alive)."""
 
-    __slots__ = ("storage", "__weakref__")
+    __slots__ = ("storage",)
 
     def __init__(self, storage) -> None:
         self.storage = storage
 
-    def __reduce__(self):
+    @property
+    def __array_interface__(self) -> dict:
         u = self.storage
-        n = u.nbytes()
-        if n == 0:
-            return (_rebuild_untyped, (bytearray(),))
-        import ctypes
-        arr = (ctypes.c_ubyte * n).from_address(u.data_ptr())
-        arr._keep = u           # the buffer (and any zero-copy frame) keeps u alive
-        return (_rebuild_untyped, (pickle.PickleBuffer(arr),))
+        return {"data": (u.data_ptr(), False), "shape": (u.nbytes(),), "typestr": "|u1",
+                "version": 3}
+
+    def __reduce__(self):
+        if self.storage.nbytes() == 0:
+            return (_rebuild_storage, (bytearray(),))
+        import numpy
+        return (_rebuild_storage, (pickle.PickleBuffer(numpy.asarray(self)),))
 
 
-def _rebuild_untyped(buf):
+def _rebuild_storage(x, dtype_name=None):
+    """``x`` a buffer: an UntypedStorage on it, zero-copy; ``x`` an UntypedStorage
+    (and a dtype name): a TypedStorage of it.  One function for both: one global
+    in the stream."""
     import torch
-    if memoryview(buf).nbytes == 0:
+    if dtype_name is not None:
+        return torch.storage.TypedStorage(wrap_storage=x, dtype=getattr(torch, dtype_name),
+                                          _internal=True)
+    if memoryview(x).nbytes == 0:
         return torch.UntypedStorage(0)
-    return torch.frombuffer(buf, dtype=torch.uint8).untyped_storage()
-
-
-def _rebuild_typed(untyped, dtype_name: str):
-    import torch
-    return torch.storage.TypedStorage(wrap_storage=untyped, dtype=getattr(torch, dtype_name),
-                                      _internal=True)
+    return torch.frombuffer(x, dtype=torch.uint8).untyped_storage()
 
 
 def _as_is(x):
@@ -105,8 +110,10 @@ def _dtype_name(dtype) -> str:
 
 
 # -- the pickler -------------------------------------------------------------
-_cp_private_table = cloudpickle.Pickler._dispatch_table
-_by_value_modules = cloudpickle.cloudpickle._PICKLE_BY_VALUE_MODULES
+# cloudpickle's private reducers (its ``dispatch_table`` is a Python ChainMap of
+# them and copyreg's): looked up in reducer_override when the table is there
+_cp_private_table = getattr(cloudpickle.Pickler, "_dispatch_table", None)
+_by_value_modules = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
 _byref = {}                 # id -> function/class cloudpickle pickles by reference
 _byref_modules = frozenset()  # _by_value_modules when _byref was filled
 _plain_types = set()        # types whose instances go to pickle's own reduction
@@ -123,8 +130,9 @@ class _Pickler(cloudpickle.Pickler):
     directly instead of cloudpickle's Python ``ChainMap``.
     """
 
-    # No instance dispatch table: the C pickler then uses copyreg's, live.
-    dispatch_table = property(lambda self: _no_attr())
+    if _cp_private_table is not None:
+        # No instance dispatch table: the C pickler then uses copyreg's, live.
+        dispatch_table = property(lambda self: _no_attr())
 
     def __init__(self) -> None:
         self.chunks = chunks = []
@@ -163,9 +171,10 @@ class _Pickler(cloudpickle.Pickler):
                 r = self._reduce_storage(obj)
                 if r is not None:
                     return r
-        r = _cp_private_table.get(t)
-        if r is not None:
-            return r(obj)
+        if _cp_private_table is not None:
+            r = _cp_private_table.get(t)
+            if r is not None:
+                return r(obj)
         r = _cp_reducer_override(self, obj)
         if r is NotImplemented:
             if t is _FunctionType or isinstance(obj, type):
@@ -184,7 +193,7 @@ class _Pickler(cloudpickle.Pickler):
             u = s._untyped_storage
             if u.device.type != "cpu":
                 return None
-            return (_rebuild_typed, (self._holder(u), _dtype_name(s.dtype)))
+            return (_rebuild_storage, (self._holder(u), _dtype_name(s.dtype)))
         if s.device.type != "cpu":
             return None
         return (_as_is, (self._holder(s),))
