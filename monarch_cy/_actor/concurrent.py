@@ -10,8 +10,7 @@ methods, the same options as ``@endpoint``, and refuses to wrap an ``@endpoint``
 
 from __future__ import annotations
 
-import inspect
-
+from monarch_cy._actor.actor import _is_coroutine_fn
 from monarch_cy._actor.endpoint import EndpointProperty, endpoint
 
 __all__ = ["concurrent_endpoint"]
@@ -26,7 +25,7 @@ def concurrent_endpoint(method=None, *, explicit_response_port: bool = False, **
     if isinstance(method, EndpointProperty):
         raise ValueError("concurrent_endpoint does not wrap @endpoint; pass endpoint "
                          "options to @concurrent_endpoint instead")
-    if not inspect.iscoroutinefunction(method):
+    if not _is_coroutine_fn(method):
         raise ValueError(f"concurrent_endpoint can only wrap async endpoints; "
                          f"{getattr(method, '__qualname__', method)!r} is not async def")
     return endpoint(method, explicit_response_port=explicit_response_port, **options)
