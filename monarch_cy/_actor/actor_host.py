@@ -91,6 +91,12 @@ def stop_hosts(node, timeout: float, stopped=()) -> None:
             node.keys.handle_zap(node._zap)
 
 
+def _cancel_tasks(loop) -> None:
+    import asyncio
+    for task in asyncio.all_tasks(loop):
+        task.cancel("actor stopped")
+
+
 def _format(exc) -> str:
     try:
         return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -237,7 +243,7 @@ class ActorHost:
             if ent is None:
                 if method in _BUILTIN:
                     return self._builtin(method, mv[2 + n:], frames[1:], raddr, port_id,
-                                         rank, rkey)
+                                         rank, rkey, loop)
                 raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
                                      f"{method!r}")
             fn, explicit, asy = ent
@@ -260,6 +266,10 @@ class ActorHost:
         try:
             result = await fn(self.actor, *args, **kwargs)
         except BaseException as e:
+            if isinstance(self.failed, MeshStoppedError):   # cancelled by the stop
+                if port_id:
+                    self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
+                return
             self._fail(e, raddr, port_id, rank, rkey, method)
             return
         if port_id and not explicit:
@@ -355,7 +365,7 @@ class ActorHost:
                 client = getattr(self.node, "controller_addr", None) or self.node.addr
                 self.node.send(client, [pack((SEEN, self.addr))])
 
-    def _builtin(self, method, data, extras, raddr, port_id, rank, rkey):
+    def _builtin(self, method, data, extras, raddr, port_id, rank, rkey, loop=None):
         if method == "__ready__":
             if port_id:
                 self.node.reply(raddr, port_id, rank, True, True, rkey)
@@ -364,6 +374,11 @@ class ActorHost:
                 f"actor mesh stopped ({self.node.decode(data, extras)[0][0]})"
             self.failed = MeshStoppedError(self.name, self.rank.rank, what)
             self._cleanup(None)
+            if loop is not None:
+                # Async endpoints still running are cancelled (their callers get
+                # MeshStoppedError), after those started by earlier messages have
+                # taken their first step (their steps are already scheduled).
+                loop.call_soon(_cancel_tasks, loop)
             self.actor = None          # its __del__ runs now, not at process exit
             if port_id:
                 self.node.reply(raddr, port_id, rank, True, None, rkey)

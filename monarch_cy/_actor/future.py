@@ -7,10 +7,16 @@ inbox while it waits so that a reply wakes it without a thread hop).
 
 * ``get(timeout=None)`` blocks; on expiry it raises ``TimeoutError`` and the call is
   not lost: a later ``get`` or ``await`` still returns its value.
-* ``await fut`` works in any asyncio loop; a Future follows asyncio's future
-  protocol, so ``asyncio.gather``/``wait`` take it as is (no Task per call), and the
-  loop itself pumps the reply inbox (no thread hop).  ``cancel()`` returns False:
-  a remote call cannot be recalled.  ``get()`` inside a running event loop warns
+* ``await fut`` works in any asyncio loop and the loop itself pumps the reply inbox
+  (no thread hop).  Each ``await`` is its own observer, as in Monarch: when the
+  awaiting task is cancelled (``asyncio.wait_for``'s timeout, ``task.cancel()``) it
+  stops waiting, and the Future is untouched (a later ``get``/``await`` still
+  returns the reply).
+* A Future also follows asyncio's future protocol, so ``asyncio.gather``/``wait``
+  take it as is (no Task per call).  ``cancel()`` is asyncio's: the Future becomes
+  cancelled (``get``/``await`` raise ``asyncio.CancelledError``), the remote call
+  still runs and its reply is dropped; it returns False once the Future is done.
+  ``gather``'s own cancellation cancels its Futures that way.  ``get()`` inside a running event loop warns
   (``UserWarning``) and blocks the loop, as Monarch's does (a notebook cell runs in
   a loop); await instead in async code.
 * ``result(timeout=None)`` is ``get``; ``exception(timeout=None)`` returns the error
@@ -33,7 +39,7 @@ class Future(Generic[R]):
     """Result of an asynchronous call. Not constructible by users."""
 
     __slots__ = ("_value", "_exc", "_lock", "_callbacks", "_waiter", "_self_wait",
-                 "_asyncio_future_blocking")
+                 "_asyncio_future_blocking", "_cancel_message")
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("Future is not constructible by users; endpoint calls return one")
@@ -51,6 +57,7 @@ class Future(Generic[R]):
         f._waiter = waiter  # object with wait(future, timeout) -> bool, or None
         f._self_wait = None
         f._asyncio_future_blocking = False
+        f._cancel_message = None
         return f
 
     @classmethod
@@ -142,11 +149,23 @@ class Future(Generic[R]):
         return asyncio.get_running_loop()
 
     def cancel(self, msg=None) -> bool:
-        """Remote calls cannot be cancelled: returns False."""
-        return False
+        """Cancel this Future (asyncio semantics): True if it was pending.  The remote
+        call is not recalled; its reply, when it comes, is dropped."""
+        if self._value is not _PENDING:
+            return False
+        import asyncio
+        self._cancel_message = msg
+        self._set_exception(asyncio.CancelledError(*(() if msg is None else (msg,))))
+        return True
 
     def cancelled(self) -> bool:
-        return False
+        aio = sys.modules.get("asyncio")        # only cancel() stores this error
+        return aio is not None and isinstance(self._exc, aio.CancelledError)
+
+    def _make_cancelled_error(self):       # asyncio.gather asks a cancelled child
+        import asyncio
+        return asyncio.CancelledError(*(() if self._cancel_message is None
+                                        else (self._cancel_message,)))
 
     # -- user side ---------------------------------------------------------
     def done(self) -> bool:
@@ -200,11 +219,31 @@ class Future(Generic[R]):
 
     def __await__(self):
         if self._value is _PENDING:
-            self._asyncio_future_blocking = True
-            yield self          # the Task adds its wake-up with add_done_callback
+            aio = sys.modules.get("asyncio")
+            loop = aio._get_running_loop() if aio is not None else None
+            if loop is None:
+                raise RuntimeError("a Future is awaited inside a running asyncio event "
+                                   "loop; use get() outside one")
+            # A loop future per await: cancelling the awaiting task cancels only it.
+            return (yield from self._observer(loop).__await__())
         if self._exc is not None:
             raise self._exc
         return self._value
+
+    def _observer(self, loop):
+        out = loop.create_future()
+        w = self._waiter
+        if w is not None:
+            w.loop_reader(loop)     # this loop pumps the reply inbox itself
+        tid = get_ident()
+
+        def cb(f):
+            if get_ident() == tid:          # resolved in the loop's own thread
+                _copy_into(out, f)
+            else:
+                loop.call_soon_threadsafe(_copy_into, out, f)
+        self._add_callback(cb)
+        return out
 
     def as_asyncio(self):
         """An ``asyncio.Future`` of the running loop that resolves with this one
@@ -212,19 +251,26 @@ class Future(Generic[R]):
         Call it inside a running loop."""
         import asyncio
         loop = asyncio.get_running_loop()
-        out = loop.create_future()
-
-        def copy(f):
-            if out.done():
-                return
-            if f._exc is not None:
-                out.set_exception(f._exc)
-            else:
-                out.set_result(f._value)
-        self.add_done_callback(copy)       # scheduled on this loop (see above)
-        return out
+        if self._value is not _PENDING:
+            out = loop.create_future()
+            _copy_into(out, self)
+            return out
+        return self._observer(loop)
 
     def __repr__(self):
         state = "pending" if self._value is _PENDING else (
             "error" if self._exc is not None else "done")
         return f"<Future {state}>"
+
+
+def _copy_into(out, f) -> None:
+    """Resolve the loop future ``out`` as the resolved Future ``f`` (once)."""
+    if out.done():
+        return
+    exc = f._exc
+    if exc is None:
+        out.set_result(f._value)
+    elif f.cancelled():
+        out.cancel(f._cancel_message)
+    else:
+        out.set_exception(exc)
