@@ -25,6 +25,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# Competitors' worker processes import the bench actors too (torchmonarch's workers
+# do not inherit the controller's sys.path).
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
 
 ANCHORS = {   # BENCHMARKS.md, measured 2026-12-02 (torchmonarch 0.7.0, ray 2.60.0)
     "rtt_p50": (537e-6, 720e-6), "rtt_p99": (910e-6, 1585e-6),
