@@ -10,6 +10,7 @@ not an endpoint raises ``AttributeError`` saying why.
 from __future__ import annotations
 
 import contextvars
+import pickle
 import threading
 from typing import Generic, TypeVar
 
@@ -119,7 +120,8 @@ def _rebuild_actor_mesh(name, cls_name, endpoints, plain, addrs, procs, shape, f
     if home is not None:
         state = home[0]
     m = ActorMesh(name, cls_name, endpoints, plain, addrs, procs, shape, state)
-    m._full = full
+    if not full:
+        m._set_sliced()
     return m
 
 
@@ -148,6 +150,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         self._shape = shape
         self._state = state
         self._full = True          # the whole mesh as spawned (message_rank = rank)
+        self._ext = None           # else the pickled extent calls carry (message_rank)
         self._rr = -1
         self._gr = None
         d = self.__dict__
@@ -164,8 +167,13 @@ class ActorMesh(MeshTrait, Generic[A]):
     def _new_with_shape(self, shape: Shape) -> "ActorMesh":
         m = ActorMesh(self._name, self._cls_name, self._endpoints, self._plain,
                       self._addrs, self._procs, shape, self._state)
-        m._full = False
+        m._set_sliced()
         return m
+
+    def _set_sliced(self) -> None:
+        self._full = False
+        # Pickled once per slice; the actor unpickles it only if it asks message_rank.
+        self._ext = pickle.dumps((self._shape.labels, self._shape.sizes), 5)
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -285,7 +293,7 @@ class Context:
         local, ext = msg
         if ext is None:
             return self.actor_instance.rank
-        return Point(local, Extent(*ext))
+        return Point(local, Extent(*pickle.loads(ext)))
 
 
 _local = threading.local()

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 _node_mod = None
 _dumps = pickle.dumps
+_EXT_NONE = pickle.dumps(((), ()), 5)      # `choose`: a 0-dimensional message_rank
 _make = Future._make
 
 
@@ -196,7 +197,7 @@ class Endpoint(Generic[P, R]):
         addr = node.direct_addr if direct else node.addr
         if reply_to is not None:       # send(..., port=): replies go to the user's port
             addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
-        ext = None if mesh._full else (mesh._shape.labels, mesh._shape.sizes)
+        ext = mesh._ext
         addrs = mesh._addrs
         dead = node.dead
         dumps = pickle.dumps
@@ -239,8 +240,7 @@ class Endpoint(Generic[P, R]):
         if len(granks) != 1:
             raise ValueError(f"call_one needs a mesh of exactly one actor; "
                              f"{mesh._name} has {len(granks)} (slice it first)")
-        return self._one(granks[0], args, kwargs,
-                         None if mesh._full else (mesh._shape.labels, mesh._shape.sizes))
+        return self._one(granks[0], args, kwargs, mesh._ext)
 
     def _one(self, g, args, kwargs, ext=None) -> Future:
         # The hot path of call_one/choose: _prepare and _check_self inlined.
@@ -286,7 +286,7 @@ class Endpoint(Generic[P, R]):
         mesh = self._mesh
         granks = mesh._granks()
         mesh._rr = (mesh._rr + 1) % len(granks)
-        return self._one(granks[mesh._rr], args, kwargs, ((), ()))
+        return self._one(granks[mesh._rr], args, kwargs, _EXT_NONE)
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         granks = self._mesh._granks()

@@ -39,7 +39,7 @@ class Future(Generic[R]):
     """Result of an asynchronous call. Not constructible by users."""
 
     __slots__ = ("_value", "_exc", "_lock", "_callbacks", "_waiter", "_self_wait",
-                 "_asyncio_future_blocking", "_cancel_message")
+                 "_asyncio_future_blocking", "_cancel_message", "_cancelled")
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("Future is not constructible by users; endpoint calls return one")
@@ -58,6 +58,7 @@ class Future(Generic[R]):
         f._self_wait = None
         f._asyncio_future_blocking = False
         f._cancel_message = None
+        f._cancelled = False
         return f
 
     @classmethod
@@ -155,12 +156,12 @@ class Future(Generic[R]):
             return False
         import asyncio
         self._cancel_message = msg
+        self._cancelled = True
         self._set_exception(asyncio.CancelledError(*(() if msg is None else (msg,))))
         return True
 
     def cancelled(self) -> bool:
-        aio = sys.modules.get("asyncio")        # only cancel() stores this error
-        return aio is not None and isinstance(self._exc, aio.CancelledError)
+        return self._cancelled
 
     def _make_cancelled_error(self):       # asyncio.gather asks a cancelled child
         import asyncio
