@@ -34,7 +34,7 @@ def no_leaks():
     shm_before = set(os.listdir("/dev/shm"))
     kids_before = set(children())
     yield
-    from monarch_cy._actor import node as _node
+    from monarch_cy._transport import node as _node
     if _node.current_node() is not None:
         from monarch_cy._actor.proc_mesh import stop_all
         stop_all(grace=3.0)

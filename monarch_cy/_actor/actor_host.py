@@ -33,8 +33,9 @@ import sys
 import threading
 import traceback
 
-from monarch_cy._actor import unixsock
-from monarch_cy._actor.cork import MAX_BURST
+from monarch_cy._transport import unixsock
+from monarch_cy._transport.cork import MAX_BURST
+from monarch_cy._transport.protocol import pack_call, unpack_call
 from monarch_cy._actor.actor import (BUILTIN, ActorInstance, _message, _set_current,
                                      endpoint_table)
 from monarch_cy._actor.errors import ActorError, MeshStoppedError, SupervisionError
@@ -64,8 +65,7 @@ def post_to(node, addr: str, method: str, payload=None) -> None:
     on the same connection as this process's calls to it (so after them)."""
     data, extras = node.encode(((payload,), {}) if payload is not None else ((), {}),
                                (node.key,))
-    h = pickle.dumps((method, "", 0, 0, node.key, None), 5)
-    node.send(addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+    node.send(addr, [pack_call(method, "", 0, 0, node.key, None, data), *extras])
 
 
 def stop_hosts(node, timeout: float, stopped=()) -> None:
@@ -230,24 +230,21 @@ class ActorHost:
 
     def _handle(self, frames, loop=None) -> None:
         node = self.node
-        f0 = frames[0]
-        n = f0[0] | ((f0[1] & 0x7F) << 8)     # bit 15: more frames (Node.recv)
-        mv = memoryview(f0)
-        method, raddr, port_id, rank, rkey, ext = pickle.loads(mv[2:2 + n])
+        (method, raddr, port_id, rank, rkey, ext), payload = unpack_call(frames[0])
         _msg_set((rank, ext))
         try:
             if self.failed is not None:
-                return self._when_failed(method, mv[2 + n:], frames[1:], raddr,
+                return self._when_failed(method, payload, frames[1:], raddr,
                                          port_id, rank, rkey)
             ent = self.endpoints.get(method)
             if ent is None:
                 if method in _BUILTIN:
-                    return self._builtin(method, mv[2 + n:], frames[1:], raddr, port_id,
+                    return self._builtin(method, payload, frames[1:], raddr, port_id,
                                          rank, rkey, loop)
                 raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
                                      f"{method!r}")
             fn, explicit, asy = ent
-            args, kwargs = node.decode(mv[2 + n:], frames[1:])
+            args, kwargs = node.decode(payload, frames[1:])
             if explicit:
                 args = (Port(raddr, port_id, rank, rkey), *args)
             if asy:
@@ -360,7 +357,7 @@ class ActorHost:
             self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
             if not self._seen_sent and not isinstance(self.failed, MeshStoppedError):
                 self._seen_sent = True
-                from monarch_cy._actor.node import pack
+                from monarch_cy._transport.protocol import pack
                 from monarch_cy._actor.supervision import SEEN
                 client = getattr(self.node, "controller_addr", None) or self.node.addr
                 self.node.send(client, [pack((SEEN, self.addr))])

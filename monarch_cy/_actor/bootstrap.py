@@ -78,8 +78,10 @@ def worker_main(cfg: dict) -> None:
             from monarch_cy.compat import install
             install(shadow=True)
         from monarch_cy._actor import actor_host, logs
-        from monarch_cy._actor.auth import JobKeys
-        from monarch_cy._actor.node import SPAWN, STOP, Node, set_node
+        from monarch_cy._actor.errors import ActorError
+        from monarch_cy._transport.auth import JobKeys
+        from monarch_cy._transport.node import Node, set_node
+        from monarch_cy._transport.protocol import SPAWN, STOP
         from monarch_cy._actor import heartbeat, supervision
         import signal
         _pdeathsig(signal.SIGKILL)
@@ -87,7 +89,8 @@ def worker_main(cfg: dict) -> None:
         if (parent and os.getppid() != parent) or os.getppid() == 1:
             os._exit(1)                    # the parent died before prctl took effect
         node = Node(cfg["addr"], JobKeys(bytes.fromhex(cfg["secret"])),
-                    rundir=cfg["rundir"], is_controller=False, direct_addr=cfg["daddr"])
+                    rundir=cfg["rundir"], is_controller=False, direct_addr=cfg["daddr"],
+                    remote_error=ActorError)
         node.controller_addr = cfg["controller"]
         set_node(node)
         node.handlers[SPAWN] = actor_host.handle_spawn
@@ -121,7 +124,8 @@ def zygote_main(first: dict, stdin) -> None:
     # Import what every worker needs, once, before any fork.
     if first.get("zmq", True):
         import zmq  # noqa: F401  (imported once, before any fork; unix:// needs none)
-    from monarch_cy._actor import actor_host, auth, logs, node, shm, wire  # noqa: F401
+    from monarch_cy._actor import actor_host, logs  # noqa: F401
+    from monarch_cy._transport import auth, node, shm, wire  # noqa: F401
     import monarch_cy.actor  # noqa: F401  (what user actor modules import)
     import gc
     import shutil

@@ -15,16 +15,30 @@ import socket
 import tempfile
 import threading
 
-from monarch_cy._actor.auth import JobKeys
-from monarch_cy._actor.node import LOG, SPAWN, Node
+from monarch_cy._actor.errors import ActorError
+from monarch_cy._transport import node as _transport_node
+from monarch_cy._transport.auth import JobKeys
+from monarch_cy._transport.node import Node
+from monarch_cy._transport.protocol import LOG, SPAWN
 
-__all__ = ["make_controller_node", "alloc_addr", "LIVE_PROCS", "SINK"]
+__all__ = ["get_node", "make_controller_node", "alloc_addr", "LIVE_PROCS", "SINK"]
 
 LIVE_PROCS = {}     # proc key -> _Proc (children of this controller)
 STATES = []         # every ProcMesh state, for shutdown
 SINK = None
 _counter = [0]
 _lock = threading.Lock()
+
+
+def get_node() -> Node:
+    """This process's node; in the controller it is made on first use (thread-safe)."""
+    node = _transport_node._node
+    if node is not None:
+        return node
+    with _transport_node._node_lock:
+        if _transport_node._node is None:
+            _transport_node._node = make_controller_node()
+        return _transport_node._node
 
 
 def next_id() -> int:
@@ -81,7 +95,8 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     else:
         scheme = "ipc" if transport() == "ipc" else "unix"
         addr, daddr = f"{scheme}://{rundir}/c", f"{scheme}://{rundir}/cd"
-    node = Node(addr, keys, rundir=rundir, is_controller=True, direct_addr=daddr)
+    node = Node(addr, keys, rundir=rundir, is_controller=True, direct_addr=daddr,
+                remote_error=ActorError)
     SINK = logs.LogSink(node)
     node.handlers[SPAWN] = actor_host.handle_spawn
     node.handlers[LOG] = SINK.handle

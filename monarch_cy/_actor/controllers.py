@@ -24,10 +24,11 @@ import threading
 from monarch_cy._actor.actor import Actor, ActorMesh, endpoint_table
 from monarch_cy._actor.endpoint import endpoint
 from monarch_cy._actor.shape import Shape
+from monarch_cy._transport.protocol import CC_ENSURE
+
 
 __all__ = ["get_or_spawn_controller", "cc_address", "handle_ensure", "CC_ENSURE"]
 
-CC_ENSURE = 23
 _NAME = "controller_controller"
 _lock = threading.Lock()
 _addr = None           # the registry's address (client: chosen here; worker: from cfg)
@@ -115,7 +116,8 @@ def get_or_spawn_controller(name: str, Class, *args, **kwargs):
         raise TypeError(f"name must be a non-empty str, not {name!r}")
     if not (isinstance(Class, type) and issubclass(Class, Actor)):
         raise TypeError(f"get_or_spawn_controller needs a subclass of Actor, not {Class!r}")
-    from monarch_cy._actor.node import get_node, pack
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport.protocol import pack
     node = get_node()
     if node.is_controller:
         mesh = _ensure(node)

@@ -27,6 +27,7 @@ from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Concatenate, Corout
 
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
+from monarch_cy._transport.protocol import pack_call
 from monarch_cy._actor.ports import (AccumCollector, GatherCollector, OneCollector,
                                      StreamCollector)
 
@@ -40,16 +41,19 @@ if TYPE_CHECKING:
 
 
 _node_mod = None
-_dumps = pickle.dumps
 _EXT_NONE = pickle.dumps(((), ()), 5)      # `choose`: a 0-dimensional message_rank
 _make = Future._make
 
 
 def _load_node():
+    """This process's node (the controller's is made on first use); later calls read
+    ``_node_mod._node`` directly."""
     global _node_mod
-    from monarch_cy._actor import node
-    _node_mod = node
-    return node.get_node()
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport import node as transport_node
+    node = get_node()
+    _node_mod = transport_node
+    return node
 
 
 def _check_self(mesh, granks, collector) -> None:
@@ -174,7 +178,9 @@ class Endpoint(Generic[P, R]):
     # -- sending -----------------------------------------------------------
     def _prepare(self, granks):
         mesh = self._mesh
-        node = _node_mod.get_node() if _node_mod is not None else _load_node()
+        node = _node_mod._node if _node_mod is not None else None
+        if node is None:
+            node = _load_node()
         st = mesh._state
         if st is not None and st.stopped:
             raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
@@ -200,7 +206,6 @@ class Endpoint(Generic[P, R]):
         ext = mesh._ext
         addrs = mesh._addrs
         dead = node.dead
-        dumps = pickle.dumps
         send = node.send
         for local, g in enumerate(granks):
             p = procs[local]
@@ -209,9 +214,9 @@ class Endpoint(Generic[P, R]):
                 if want_reply and collector.proc_failed(p, dead[p]):
                     node.drop_port(port_id)
                 continue
-            h = dumps((name, addr, port_id, local, key, ext), 5)
             try:
-                send(addrs[g], [len(h).to_bytes(2, "little") + h + data, *extras])
+                send(addrs[g], [pack_call(name, addr, port_id, local, key, ext, data),
+                                *extras])
             except BaseException:         # e.g. MemoryError: no room for the message
                 if port_id and reply_to is None:
                     node.drop_port(port_id)
@@ -270,9 +275,9 @@ class Endpoint(Generic[P, R]):
             fut._self_wait = f"{inst.actor_id} calling {mesh._name}"
         port_id = next(node._port_ids)
         node._ports[port_id] = col
-        h = _dumps((self._name, node.direct_addr, port_id, 0, node.key, ext), 5)
         try:
-            node.send(addr, [len(h).to_bytes(2, "little") + h + data, *extras])
+            node.send(addr, [pack_call(self._name, node.direct_addr, port_id, 0, node.key,
+                                       ext, data), *extras])
         except BaseException:             # e.g. MemoryError: no room for the message
             node._ports.pop(port_id, None)
             raise

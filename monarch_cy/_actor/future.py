@@ -32,7 +32,7 @@ from typing import Any, Callable, Generic, TypeVar
 __all__ = ["Future"]
 
 R = TypeVar("R")
-_PENDING = object()
+from monarch_cy._transport.protocol import PENDING as _PENDING
 
 
 class Future(Generic[R]):

@@ -25,11 +25,12 @@ from __future__ import annotations
 import threading
 
 from monarch_cy._actor.errors import ForeignJobError
+from monarch_cy._transport.protocol import MESH_CTL
+
 
 __all__ = ["job_tag", "check_job", "reduce_proc_mesh", "reduce_host_mesh",
            "handle_mesh_ctl", "MESH_CTL"]
 
-MESH_CTL = 22            # (MESH_CTL, op, mesh_id, reply addr, port id, reply key)
 
 _tag = None
 _views = {}              # (owner addr, mesh id) -> remote _State, one per process
@@ -40,7 +41,7 @@ def job_tag() -> bytes:
     """This job's handle fingerprint (16 bytes; creates the controller's node)."""
     global _tag
     if _tag is None:
-        from monarch_cy._actor.node import get_node
+        from monarch_cy._actor.controller import get_node
         _tag = get_node().keys.fingerprint(b"monarch_cy.actor handle")
     return _tag
 
@@ -65,7 +66,7 @@ class _RemoteProc:
 
 
 def reduce_proc_mesh(mesh) -> tuple:
-    from monarch_cy._actor.node import get_node
+    from monarch_cy._actor.controller import get_node
     st = mesh._state
     owner = getattr(st, "owner", None) or get_node().addr
     procs = tuple((p.rank, p.key, p.daddr) for p in st.procs)
@@ -75,7 +76,7 @@ def reduce_proc_mesh(mesh) -> tuple:
 
 def _rebuild_proc_mesh(tag, owner, mesh_id, name, procs, shape):
     check_job(tag, f"proc mesh {name!r}")
-    from monarch_cy._actor.node import get_node
+    from monarch_cy._actor.controller import get_node
     from monarch_cy._actor.proc_mesh import ProcMesh, _State, this_proc
     node = get_node()
     if owner == node.addr:
@@ -99,7 +100,8 @@ def _rebuild_proc_mesh(tag, owner, mesh_id, name, procs, shape):
 def stop_remote(mesh):
     """``ProcMesh.stop()`` on a remote view: the owner stops it; a Future of None."""
     from monarch_cy._actor.future import Future
-    from monarch_cy._actor.node import get_node, pack
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport.protocol import pack
     from monarch_cy._actor.ports import OneCollector
     st = mesh._state
     node = get_node()
@@ -120,7 +122,8 @@ def spawn_procs_remote(host_mesh, kwargs: dict):
     import threading as _t
     from monarch_cy._actor.actor import context
     from monarch_cy._actor.future import Future
-    from monarch_cy._actor.node import get_node, pack
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport.protocol import pack
     from monarch_cy._actor.ports import OneCollector
     node = get_node()
     inst = context().actor_instance

@@ -31,7 +31,7 @@ def default_timeout() -> float:
 
 
 def _pack(hdr):
-    from monarch_cy._actor.node import pack
+    from monarch_cy._transport.protocol import pack
     return pack(hdr)
 
 

@@ -40,7 +40,7 @@ def shutdown_context(host_timeout: float | None = None):
 
     def run():
         try:
-            from monarch_cy._actor.node import current_node
+            from monarch_cy._transport.node import current_node
             if current_node() is not None:
                 from monarch_cy._actor.proc_mesh import stop_all
                 stop_all(grace=grace)

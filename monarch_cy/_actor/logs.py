@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from monarch_cy._actor.node import LOG, pack
+from monarch_cy._transport.protocol import LOG, pack
 
 __all__ = ["install_forwarding", "LogSink"]
 

@@ -151,11 +151,11 @@ class Port(Generic[R]):
         self._addr, self._port_id, self._rank, self._key = addr, port_id, rank, key
 
     def send(self, value: R) -> None:
-        from monarch_cy._actor.node import get_node
+        from monarch_cy._actor.controller import get_node
         get_node().reply(self._addr, self._port_id, self._rank, True, value, self._key)
 
     def exception(self, exc: BaseException) -> None:
-        from monarch_cy._actor.node import get_node
+        from monarch_cy._actor.controller import get_node
         get_node().reply(self._addr, self._port_id, self._rank, False, exc, self._key)
 
     def __reduce__(self):
@@ -226,7 +226,7 @@ class Channel(Generic[R]):
     @staticmethod
     def open(once: bool = False) -> "tuple[Port[R], PortReceiver[R]]":
         """A channel: the Port travels to senders; ``recv()`` here gets the values."""
-        from monarch_cy._actor.node import get_node
+        from monarch_cy._actor.controller import get_node
         node = get_node()
         recv = PortReceiver(node, once)
         return Port(node.addr, recv._port_id, None, node.key), recv
@@ -235,7 +235,7 @@ class Channel(Generic[R]):
     def open_ranked(once: bool = False) -> "tuple[Port[R], PortReceiver[tuple[int, R]]]":
         """As :meth:`open`, but ``recv()`` gives ``(rank, value)``: the rank the
         sending actor had in the call whose port this is (None for a plain send)."""
-        from monarch_cy._actor.node import get_node
+        from monarch_cy._actor.controller import get_node
         node = get_node()
         recv = PortReceiver(node, once, ranked=True)
         return Port(node.addr, recv._port_id, None, node.key), recv

@@ -9,10 +9,11 @@ A proc that a respawn replaced, or one stopped on purpose, is not a failure.
 
 from __future__ import annotations
 
+from monarch_cy._transport.protocol import PROC_DEAD, pack as _pack
+
 __all__ = ["_addrs_on", "_broadcast_dead", "_proc_down", "_maybe_restart", "_on_exit",
            "_silent"]
 
-PROC_DEAD = 3        # monarch_cy._actor.node.PROC_DEAD (not imported: no zmq here)
 
 
 class _LazyCtl:
@@ -24,12 +25,6 @@ class _LazyCtl:
 
 
 _ctl = _LazyCtl()
-
-
-def _pack(hdr, data=b""):
-    """``node.pack``, imported on first use (proc_mesh uses it too)."""
-    from monarch_cy._actor.node import pack
-    return pack(hdr, data)
 
 
 def _describe(code: int) -> str:

@@ -25,14 +25,11 @@ from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
 from monarch_cy._actor.proc_failure import _ctl, _on_exit, _pack, _silent
 from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
-
-# Message kinds (same values as monarch_cy._actor.node; kept here so that importing
-# the public API does not import zmq).
-SPAWN, STOP = 4, 5
+from monarch_cy._transport.protocol import SPAWN, STOP
 
 
 def get_node():
-    from monarch_cy._actor.node import get_node as g
+    from monarch_cy._actor.controller import get_node as g
     return g()
 
 

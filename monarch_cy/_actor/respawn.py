@@ -60,7 +60,7 @@ def _failed(node, st, g) -> bool:
 
 def respawn(pm, ranks=None) -> Future:
     """``ProcMesh.respawn``: validate, then restart in the background."""
-    from monarch_cy._actor.node import get_node
+    from monarch_cy._actor.controller import get_node
     st = pm._state
     node = get_node()
     if st.stopped:
@@ -158,7 +158,7 @@ def _restart_rank(node, st, g) -> list:
     from monarch_cy._actor import controller as ctl
     from monarch_cy._actor import proc_failure as pfail
     from monarch_cy._actor import proc_mesh as pmod
-    from monarch_cy._actor.node import SPAWN, pack
+    from monarch_cy._transport.protocol import SPAWN, pack, pack_call
     from monarch_cy._actor.ports import OneCollector
     from monarch_cy._actor.supervision import REVIVE
     old = st.procs[g]
@@ -205,8 +205,7 @@ def _restart_rank(node, st, g) -> list:
         node.send(new.key, [pack(hdr, data), *extras])
         f = Future._make(node)
         port = node.register_port(OneCollector(f, new.key, rec.name, i))
-        h = __import__("pickle").dumps(("__ready__", node.direct_addr, port, 0, node.key, None), 5)
-        node.send(addr, [len(h).to_bytes(2, "little") + h])
+        node.send(addr, [pack_call("__ready__", node.direct_addr, port, 0, node.key, None)])
         waits.append((g, f))
     if not waits:
         from monarch_cy._actor import heartbeat

@@ -42,13 +42,14 @@ import threading
 import time
 
 from monarch_cy._actor.errors import SupervisionError
+from monarch_cy._transport.protocol import (HEARTBEAT, HEARTBEAT_ACK, REVIVE, SEEN,
+                                           SUPERVISE)
+
 
 __all__ = ["MeshFailure", "RestartPolicy", "unhandled_fault_hook", "FAULT_GRACE_S",
            "supervise_timeout", "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE",
            "SEEN"]
 
-# Message kinds (after node.py's 0..6).
-HEARTBEAT, HEARTBEAT_ACK, SUPERVISE, REVIVE, SEEN = 16, 17, 18, 19, 20
 
 
 def _env_float(name: str, default: float) -> float:
@@ -188,7 +189,7 @@ def _raise_in_main(failure: MeshFailure) -> None:
         "__reduce__": lambda self: (SupervisionError, args)})
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main.ident),
                                                ctypes.py_object(cls))
-    from monarch_cy._actor.node import current_node
+    from monarch_cy._transport.node import current_node
     node = current_node()
     if node is not None:
         node.wake_direct()      # a main thread blocked in Future.get() looks up
@@ -326,7 +327,7 @@ def handle_seen(node, hdr, data, extras) -> None:
 
 
 def send_failure_to_client(node, client_addr: str, failure: MeshFailure) -> None:
-    from monarch_cy._actor.node import pack
+    from monarch_cy._transport.protocol import pack
     node.send(client_addr, [pack((SUPERVISE,), pickle.dumps(failure))])
 
 

@@ -66,7 +66,7 @@ class Agent:
                  advertise: str | None = None, rank: int | None = None,
                  once: bool = False, connect_timeout: float = 60.0) -> None:
         import zmq
-        from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
+        from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
         if (listen is None) == (connect is None):
             raise ValueError("give exactly one of --listen and --connect")
         self.keys = JobKeys(secret)

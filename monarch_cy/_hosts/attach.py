@@ -74,7 +74,7 @@ def _shutdown() -> None:
     if hub is None:
         return
     try:
-        from monarch_cy._actor.node import current_node
+        from monarch_cy._transport.node import current_node
         if current_node() is not None:
             from monarch_cy._actor.proc_mesh import stop_all
             stop_all(grace=2.0)
@@ -107,7 +107,7 @@ def ensure_controller_node(toward: str | None, secret: bytes | None,
     # sys.modules and must never see it half-imported by another thread.
     import asyncio  # noqa: F401
     from monarch_cy._actor import controller
-    from monarch_cy._actor import node as N
+    from monarch_cy._transport import node as N
     with N._node_lock:
         if not _registered:
             _registered = True

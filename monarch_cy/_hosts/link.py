@@ -181,7 +181,7 @@ class Hub:
 
     def __init__(self, node) -> None:
         import zmq
-        from monarch_cy._actor.auth import ZAP_ENDPOINT
+        from monarch_cy._transport.auth import ZAP_ENDPOINT
         self.zmq = zmq
         self.node = node
         self.keys = node.keys

@@ -1,7 +1,7 @@
 """Controller <-> agent messages, heartbeats and connection diagnostics.
 
 Transport: one zmq connection per agent, CurveZMQ with the job's keys on both ends
-(:class:`monarch_cy._actor.auth.JobKeys`), the server side's ZAP handler bound
+(:class:`monarch_cy._transport.auth.JobKeys`), the server side's ZAP handler bound
 before the socket.  A peer without the secret fails the CURVE handshake (or ZAP);
 libzmq then drops it and nothing it sent is ever delivered, so the pickled frames
 below are only ever read from peers that proved they hold the secret.

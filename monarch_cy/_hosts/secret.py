@@ -1,7 +1,7 @@
 """The job secret outside the controller: read from a file or the environment.
 
 Agents authenticate exactly like procs: a CurveZMQ keypair derived from the job's
-32-byte secret (:class:`monarch_cy._actor.auth.JobKeys`).  An agent started by hand
+32-byte secret (:class:`monarch_cy._transport.auth.JobKeys`).  An agent started by hand
 or by a scheduler reads that secret from
 
 1. a file named by ``--secret-file`` (or ``MONARCH_CY_JOB_SECRET_FILE``): 64 hex

@@ -8,9 +8,11 @@ import time
 import pytest
 import zmq
 
-from monarch_cy._actor import unix_records, unixsock
-from monarch_cy._actor.auth import JobKeys
-from monarch_cy._actor.node import REPLY, Node, get_node, pack
+from monarch_cy._transport import unix_records, unixsock
+from monarch_cy._transport.auth import JobKeys
+from monarch_cy._actor.controller import get_node
+from monarch_cy._transport.node import Node
+from monarch_cy._transport.protocol import REPLY, pack
 
 
 class _Evil:

@@ -1,11 +1,11 @@
-"""Corked bursts (monarch_cy._actor.cork): replies to pipelined calls leave together,
+"""Corked bursts (monarch_cy._transport.cork): replies to pipelined calls leave together,
 without reordering, deadlock or holding a reply behind a slow call."""
 
 from __future__ import annotations
 
 import time
 
-from monarch_cy._actor import cork, unix_records, unixsock
+from monarch_cy._transport import cork, unix_records, unixsock
 
 
 def test_pipelined_calls_keep_order_and_values(echo):

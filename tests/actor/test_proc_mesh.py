@@ -122,7 +122,7 @@ def test_other_actor_sees_dead_proc(procs, name):
 def test_message_larger_than_memory(echo, monkeypatch):
     import errno
     import numpy as np
-    from monarch_cy._actor import shm
+    from monarch_cy._transport import shm
 
     def no_space(fd, off, n):
         raise OSError(errno.ENOSPC, "No space left on device")

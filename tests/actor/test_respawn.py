@@ -136,7 +136,7 @@ def test_stop_during_respawn_fails_it():
 
 
 def test_per_call_timeout_drops_state(echo):
-    from monarch_cy._actor.node import get_node
+    from monarch_cy._actor.controller import get_node
     node = get_node()
     one = echo.slice(gpus=3)
     before = set(node._ports)

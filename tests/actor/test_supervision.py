@@ -237,7 +237,7 @@ import os, signal, sys
 sys.path.insert(0, {here!r})
 import numpy as np
 from monarch_cy.actor import this_host
-from monarch_cy._actor.node import get_node
+from monarch_cy._actor.controller import get_node
 from _actors import Echo
 pm = this_host().spawn_procs(per_host={{"gpus": 3}})
 m = pm.spawn("e", Echo)

@@ -1,4 +1,4 @@
-"""The same-host transport (monarch_cy._actor.unixsock): records, proofs, backlog, close."""
+"""The same-host transport (monarch_cy._transport.unixsock): records, proofs, backlog, close."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from monarch_cy._actor import unix_records
-from monarch_cy._actor import unixsock as u
+from monarch_cy._transport import unix_records
+from monarch_cy._transport import unixsock as u
 
 
 @pytest.fixture()
@@ -232,7 +232,7 @@ def test_spill_without_memory_is_a_clear_error(pair, monkeypatch):
 
 
 def test_call_that_cannot_be_sent_fails_at_the_call_site(echo, monkeypatch):
-    from monarch_cy._actor.node import get_node
+    from monarch_cy._actor.controller import get_node
     node = get_node()
     one = echo.slice(gpus=0)
     ports = len(node._ports)

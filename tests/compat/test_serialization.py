@@ -15,7 +15,7 @@ import types
 
 import pytest
 
-from monarch_cy._actor import wire
+from monarch_cy._transport import wire
 from monarch_cy._actor.errors import ActorError
 from monarch_cy.actor import Actor, endpoint, this_host
 
@@ -53,7 +53,7 @@ class Oops(Exception):
 
 
 def _oops_in_worker_only(msg):
-    from monarch_cy._actor import node
+    from monarch_cy._transport import node
     if node._node is not None and node._node.is_controller:
         raise ValueError(f"controller refuses to rebuild: {msg}")
     return Oops(msg)
@@ -231,7 +231,7 @@ def test_reentrant_and_threaded_dumps():
 
 def test_torch_not_imported_by_the_wire():
     code = ("import sys, pickle\n"
-            "from monarch_cy._actor import wire\n"
+            "from monarch_cy._transport import wire\n"
             "import numpy\n"
             "d, b = wire.dumps(((numpy.ones(1 << 16), lambda: 1, {'a': 1}), {}))\n"
             "pickle.loads(d, buffers=b)\n"
@@ -363,7 +363,7 @@ class Ser(Actor):
 
     @endpoint
     def pool_in_use(self):
-        from monarch_cy._actor.node import get_node
+        from monarch_cy._actor.controller import get_node
         return get_node().pool.in_use()
 
     @endpoint
@@ -467,7 +467,7 @@ def test_views_alias_on_the_receiver(ser):
 
 def test_large_tensors_through_shm_and_released(ser):
     torch = pytest.importorskip("torch")
-    from monarch_cy._actor.node import get_node
+    from monarch_cy._actor.controller import get_node
     node = get_node()
     big = torch.ones(1 << 20)
     data, bufs = wire.dumps(((big,), {}))

@@ -9,7 +9,7 @@ import socket
 import threading
 from collections import deque
 
-from monarch_cy._actor.unix_records import (
+from monarch_cy._transport.unix_records import (
     _FAST_TRIES, _NONCE, _PROOF, _RETRY_FAST, _RETRY_SLOW, _SNDBUF, discard, path_of, proof,
     record, records,
 )

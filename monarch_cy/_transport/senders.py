@@ -1,4 +1,4 @@
-"""Sending, for :class:`monarch_cy._actor.node.Node`: one connection per destination.
+"""Sending, for :class:`monarch_cy._transport.node.Node`: one connection per destination.
 
 Mixed into the node.  ``unix://`` destinations get a :class:`unixsock.Outlet` (never
 blocks; a backlog flushed by the pump), ``tcp://``/``ipc://`` ones a zmq PUSH socket
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 
-from monarch_cy._actor import unixsock
-from monarch_cy._actor.cork import Cork
+from monarch_cy._transport import unixsock
+from monarch_cy._transport.cork import Cork
 
 __all__ = ["SendMixin", "HWM"]
 

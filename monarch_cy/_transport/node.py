@@ -35,14 +35,14 @@ import threading
 from collections import deque
 from itertools import count
 
-from monarch_cy._actor import shm, unixsock, wire
-from monarch_cy._actor.auth import ZAP_ENDPOINT, JobKeys
-from monarch_cy._actor.pump import PumpMixin
-from monarch_cy._actor.senders import HWM, SendMixin
+from monarch_cy._transport import shm, unixsock, wire
+from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
+from monarch_cy._transport.protocol import PROC_DEAD, RELEASE, REPLY, WAKE, pack, unpack
+from monarch_cy._transport.pump import PumpMixin
+from monarch_cy._transport.senders import HWM, SendMixin
 
-__all__ = ["Node", "get_node", "pack", "unpack", "REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP"]
+__all__ = ["Node", "set_node", "current_node"]
 
-REPLY, LOG, RELEASE, PROC_DEAD, SPAWN, STOP, CALL, WAKE = range(8)   # WAKE: ignored
 _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python layers
 
 
@@ -50,7 +50,12 @@ class Node(SendMixin, PumpMixin):
     """Per-process messaging endpoint (see the module docstring)."""
 
     def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
-                 proc_key: str | None = None, direct_addr: str | None = None) -> None:
+                 proc_key: str | None = None, direct_addr: str | None = None,
+                 remote_error=None) -> None:
+        # How a reply the transport cannot carry reaches the caller:
+        # remote_error(exception or None, text, actor, rank) -> the exception to
+        # deliver (the actor model passes its ActorError).
+        self.remote_error = remote_error or _plain_error
         self.keys = keys
         self.addr = addr
         self.key = proc_key or addr
@@ -119,7 +124,7 @@ class Node(SendMixin, PumpMixin):
             import zmq
             import zmq.backend
             _B = zmq.backend.Socket
-            from monarch_cy._actor import pump, senders
+            from monarch_cy._transport import pump, senders
             pump._B = senders._B = _B
             self.ctx = zmq.Context()
             self.ctx.linger = 0
@@ -213,10 +218,9 @@ class Node(SendMixin, PumpMixin):
         try:
             data, extras = self.encode(value, (receiver_key or addr,))
         except TypeError as e:
-            from monarch_cy._actor.errors import ActorError
             ok = False
-            data, extras = self.encode(ActorError(None, f"result cannot be sent: {e}"),
-                                       (addr,))
+            data, extras = self.encode(self.remote_error(None, f"result cannot be sent: "
+                                                         f"{e}"), (addr,))
         self.send(addr, [pack((REPLY, port_id, rank, ok), data), *extras])
 
     def _flush_releases(self) -> None:
@@ -259,15 +263,15 @@ class Node(SendMixin, PumpMixin):
                     value = self.decode(data, frames[1:])
                 except Exception as e:      # fail the call, never leave it pending
                     import traceback
-                    from monarch_cy._actor.errors import ActorError
                     what = "result" if ok else "error"
                     why = f"{type(e).__name__}: {e}"
                     exc = pickle.UnpicklingError(
                         f"the {what} of the call arrived but could not be unpickled "
                         f"here: {why}")
                     exc.__cause__ = e
-                    value = ActorError(exc, f"{exc}\n" + "".join(traceback.format_exception(e)),
-                                       getattr(col, "actor", ""), getattr(col, "rank", hdr[2]))
+                    value = self.remote_error(
+                        exc, f"{exc}\n" + "".join(traceback.format_exception(e)),
+                        getattr(col, "actor", ""), getattr(col, "rank", hdr[2]))
                     ok = False
                 if col.deliver(hdr[2], ok, value):
                     self._ports.pop(hdr[1], None)
@@ -344,6 +348,10 @@ class Node(SendMixin, PumpMixin):
                     pass
 
 
+def _plain_error(exc, text, actor="", rank=None):
+    return exc if exc is not None else RuntimeError(text)
+
+
 def _same_host(addr: str) -> bool:
     return addr.startswith(unixsock.SCHEME) or addr.startswith("ipc://")
 
@@ -352,36 +360,8 @@ def _buf(f):
     return f.buffer if hasattr(f, "buffer") else f
 
 
-def pack(hdr: tuple, data=b"") -> bytes:
-    """First frame of a message: u16 header length (bit 15 is left clear: the sender
-    sets it when more frames follow), pickled header, payload."""
-    h = pickle.dumps(hdr, 5)
-    if len(h) >= 0x8000:
-        raise ValueError(f"message header too large ({len(h)} bytes)")
-    return len(h).to_bytes(2, "little") + h + data
-
-
-def unpack(f0) -> tuple:
-    """``(header tuple, payload memoryview)`` of a first frame."""
-    n = f0[0] | ((f0[1] & 0x7F) << 8)
-    mv = memoryview(f0)
-    return pickle.loads(mv[2:2 + n]), mv[2 + n:]
-
-
-_node = None
-_node_lock = threading.Lock()
-
-
-def get_node() -> Node:
-    """This process's node; in the controller it is created on first use."""
-    global _node
-    if _node is not None:
-        return _node
-    with _node_lock:
-        if _node is None:
-            from monarch_cy._actor import controller
-            _node = controller.make_controller_node()
-        return _node
+_node = None                   # this process's node (set by whoever makes it)
+_node_lock = threading.Lock()  # held while making it
 
 
 def set_node(node) -> None:
@@ -390,5 +370,6 @@ def set_node(node) -> None:
 
 
 def current_node():
-    """The node if one exists, else None (never creates one)."""
+    """The node if one exists, else None (never creates one; the actor model's
+    ``controller.get_node`` makes the controller's on first use)."""
     return _node

@@ -10,7 +10,7 @@ import socket
 import struct
 from collections import deque
 
-from monarch_cy._actor.unix_records import (
+from monarch_cy._transport.unix_records import (
     _ANC, _BATCH, _MANY, _NONCE, _ONE, _PROOF, _PROOF_LEN, _SPILL, _TRUNC, MAX_RECORD, Again,
     Closed, fds_of, path_of, proof, split,
 )

@@ -26,8 +26,8 @@ the outlet's backlog, in order, until :meth:`Outlet.flush` (the node's pump call
 when the socket is writable, or on a retry timer).
 """
 
-from monarch_cy._actor.unix_inbox import Inbox
-from monarch_cy._actor.unix_outlet import Outlet
-from monarch_cy._actor.unix_records import MAX_RECORD, SCHEME, Again, Closed, path_of
+from monarch_cy._transport.unix_inbox import Inbox
+from monarch_cy._transport.unix_outlet import Outlet
+from monarch_cy._transport.unix_records import MAX_RECORD, SCHEME, Again, Closed, path_of
 
 __all__ = ["Inbox", "Outlet", "Again", "Closed", "SCHEME", "MAX_RECORD", "path_of"]

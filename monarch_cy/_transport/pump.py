@@ -1,6 +1,6 @@
 """The pump: which thread reads a node's inboxes, and how waiting works.
 
-Mixed into :class:`monarch_cy._actor.node.Node`.  Exactly one thread at a time reads
+Mixed into :class:`monarch_cy._transport.node.Node`.  Exactly one thread at a time reads
 each inbox:
 
 * ``inbox`` (background): the node's I/O thread (a controller thread, or a worker's
@@ -22,8 +22,8 @@ import os
 import threading
 import time
 
-from monarch_cy._actor import unixsock
-from monarch_cy._actor.future import _PENDING
+from monarch_cy._transport import unixsock
+from monarch_cy._transport.protocol import PENDING as _PENDING
 
 __all__ = ["PumpMixin"]
 

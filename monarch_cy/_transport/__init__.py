@@ -1,0 +1,30 @@
+"""The transport: authenticated, ordered messages between the processes of one job.
+
+It knows processes, addresses, frames and bytes; it knows nothing of actors,
+meshes or supervision (the actor model, :mod:`monarch_cy._actor`, sits on top: it
+makes the node, registers handlers for its message kinds, and passes in how a
+remote failure is represented).  Nothing here imports the actor model.
+
+Modules, from the bottom up:
+
+* :mod:`.protocol` — every message kind, the one frame-header pack/unpack (with
+  its size check), the pending marker reply waiters test.  Imports only pickle.
+* :mod:`.wire` — serialization: cloudpickle (by value for ``__main__``, locals,
+  lambdas), protocol-5 out-of-band buffers, torch tensors' own reduction with CPU
+  storages out of band.
+* :mod:`.auth` — the job secret's keys (CurveZMQ, ZAP) and the proof a same-host
+  peer gives before anything it sends is unpickled.
+* :mod:`.unix_records` — framing of records on AF_UNIX seqpacket sockets (one,
+  many, spilled to a memfd, proofs, batches).
+* :mod:`.unix_inbox`, :mod:`.unix_outlet` — the receiving and the sending side of
+  a same-host connection; :mod:`.unixsock` — the ``unix://`` scheme over both.
+* :mod:`.shm` — large buffers between processes of one host through shared memory
+  segments, with the receiver's release.
+* :mod:`.cork` — holding replies of a burst so they leave together.
+* :mod:`.senders` — one ordered outgoing connection per destination (zmq PUSH or
+  unix outlet), used from any thread.
+* :mod:`.pump` — who reads which inbox, and how a blocked caller pumps its own
+  replies (no thread hop); timers, fd and pid watches.
+* :mod:`.node` — the per-process node that ties them together: inboxes, ports,
+  replies, releases, proc-death bookkeeping; ``set_node``/``current_node``.
+"""

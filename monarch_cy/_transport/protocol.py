@@ -1,0 +1,89 @@
+"""The message protocol: every message kind, and the one frame-header pack/unpack.
+
+Two kinds of first frame travel between processes, both laid out the same way:
+
+    u16 little-endian header length  (bit 15 set by the sender when more frames follow)
+    pickled header tuple             (protocol 5)
+    payload                          (a pickle stream, see :mod:`.wire`; may be empty)
+
+* **Node messages** go to a process's inbox; the header's first item is the *kind*
+  (below) and the rest is kind-specific.  The node handles REPLY, RELEASE and
+  PROC_DEAD itself; every other kind goes to the handler the actor model registered
+  in ``node.handlers[kind]``.
+* **Actor calls** go to one actor's socket; the header is
+  ``(method, reply address, port id, rank in the call, reply key, extent)`` where
+  ``extent`` is None (the whole mesh) or the pickled ``(labels, sizes)`` of the slice
+  the caller sent to (unpickled only if the actor asks ``message_rank``).
+
+Headers must stay under 32 KiB (the u16 with its top bit reserved): :func:`pack`
+and :func:`pack_call` refuse larger ones with ``ValueError``.  Nothing here is
+unpickled before the connection carrying it was authenticated (:mod:`.auth`).
+
+This module imports only :mod:`pickle`: the public API may import it without
+starting (or importing) the transport.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+__all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
+           "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "MESH_CTL",
+           "CC_ENSURE", "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
+           "PENDING"]
+
+# -- node message kinds (first item of the header) -----------------------------
+REPLY = 0          # (REPLY, port id, rank, ok) + the value or error: to a waiting port
+LOG = 1            # forwarded stdout/stderr lines, to the controller's log sink
+RELEASE = 2        # (RELEASE, receiver key, [segments]): shm segments it is done with
+PROC_DEAD = 3      # (PROC_DEAD, proc key, cause[, addrs]): fail what waits on that proc
+SPAWN = 4          # (SPAWN, name, addr, rank, labels, sizes, proc rank, owner) + class
+STOP = 5           # (STOP[, addrs already sent __stop__]): the proc stops
+CALL = 6           # reserved
+WAKE = 7           # ignored: wakes a blocked reader
+HEARTBEAT = 16     # controller -> proc: are you alive
+HEARTBEAT_ACK = 17  # proc -> controller
+SUPERVISE = 18     # an unhandled failure, reported to the controller
+REVIVE = 19        # (REVIVE, proc key): that proc was respawned, calls reach it again
+SEEN = 20          # (SEEN, actor addr): a caller has observed that actor's failure
+MESH_CTL = 22      # (MESH_CTL, op, mesh id, reply addr, port id, reply key): mesh views
+CC_ENSURE = 23     # get_or_spawn_controller's registry
+
+MAX_HEADER = 0x7FFF
+
+# The value of a reply slot not yet filled (``Future._value``); the pump's waiters
+# wait while a future's ``_value`` is this object.
+PENDING = object()
+
+_dumps = pickle.dumps
+_loads = pickle.loads
+
+
+def _frame(h: bytes, data) -> bytes:
+    if len(h) > MAX_HEADER:
+        raise ValueError(f"message header too large ({len(h)} bytes; at most "
+                         f"{MAX_HEADER})")
+    return len(h).to_bytes(2, "little") + h + data
+
+
+def pack(hdr: tuple, data=b"") -> bytes:
+    """First frame of a node message (``hdr[0]`` is its kind); bit 15 of the length
+    is left clear (the sender sets it when more frames follow)."""
+    return _frame(_dumps(hdr, 5), data)
+
+
+def unpack(f0) -> tuple:
+    """``(header tuple, payload memoryview)`` of a first frame (either kind)."""
+    n = f0[0] | ((f0[1] & 0x7F) << 8)
+    mv = memoryview(f0)
+    return _loads(mv[2:2 + n]), mv[2 + n:]
+
+
+def pack_call(method: str, reply_addr: str, port_id: int, rank: int, reply_key,
+              extent, data=b"") -> bytes:
+    """First frame of a call to an actor (see the module docstring)."""
+    return _frame(_dumps((method, reply_addr, port_id, rank, reply_key, extent), 5),
+                  data)
+
+
+unpack_call = unpack
