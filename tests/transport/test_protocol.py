@@ -1,0 +1,76 @@
+"""monarch_cy._transport.protocol: message kinds, the one header pack/unpack, and the
+layering rule that the transport imports nothing of the actor model."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from monarch_cy._transport import protocol as P
+
+TRANSPORT = pathlib.Path(P.__file__).parent
+
+
+def test_node_message_round_trip_keeps_header_and_payload():
+    f0 = P.pack((P.REPLY, 7, 3, True), b"payload")
+    hdr, data = P.unpack(f0)
+    assert hdr == (P.REPLY, 7, 3, True) and bytes(data) == b"payload"
+    assert f0[1] & 0x80 == 0                    # bit 15 is the sender's to set
+
+
+def test_call_header_round_trip():
+    f0 = P.pack_call("ping", "unix://x", 5, 2, "key", b"ext", b"args")
+    hdr, data = P.unpack_call(f0)
+    assert hdr == ("ping", "unix://x", 5, 2, "key", b"ext") and bytes(data) == b"args"
+
+
+def test_more_frames_bit_does_not_change_the_length():
+    f0 = bytearray(P.pack((P.LOG, "x" * 300)))
+    f0[1] |= 0x80                               # as Node.send marks multi-frame messages
+    hdr, data = P.unpack(bytes(f0))
+    assert hdr == (P.LOG, "x" * 300) and bytes(data) == b""
+
+
+@pytest.mark.parametrize("make", [
+    lambda big: P.pack((P.LOG, big)),
+    lambda big: P.pack_call("m", big, 0, 0, None, None),
+])
+def test_oversized_headers_are_refused(make):
+    with pytest.raises(ValueError, match=r"message header too large \(\d+ bytes; at most "
+                                         r"32767\)"):
+        make("x" * 40_000)
+
+
+def test_kinds_are_distinct_and_fit_a_header():
+    kinds = {n: getattr(P, n) for n in P.__all__ if n.isupper() and n not in ("MAX_HEADER", "PENDING")}
+    assert len(set(kinds.values())) == len(kinds), kinds
+    assert all(isinstance(v, int) and 0 <= v < 256 for v in kinds.values())
+
+
+def test_the_actor_model_uses_the_protocol_kinds():
+    from monarch_cy._actor import controllers, handles, proc_failure, proc_mesh, supervision
+    assert handles.MESH_CTL is P.MESH_CTL and controllers.CC_ENSURE is P.CC_ENSURE
+    assert (proc_mesh.SPAWN, proc_mesh.STOP) == (P.SPAWN, P.STOP)
+    assert proc_failure.PROC_DEAD == P.PROC_DEAD and supervision.SEEN == P.SEEN
+
+
+def _imports(path: pathlib.Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+
+
+def test_transport_imports_nothing_above_it():
+    bad = [(p.name, m) for p in sorted(TRANSPORT.glob("*.py")) for m in _imports(p)
+           if m.startswith("monarch_cy.") and not m.startswith("monarch_cy._transport")
+           and m not in ("monarch_cy._errors",)]
+    assert bad == []
+
+
+def test_protocol_imports_only_pickle():
+    mods = set(_imports(TRANSPORT / "protocol.py")) - {"__future__"}
+    assert mods == {"pickle"}
