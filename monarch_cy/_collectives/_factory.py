@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monarch_cy._checks import is_int
 from monarch_cy._collectives._group import Group
 from monarch_cy._collectives._rendezvous import TcpRendezvous, UniqueId
 
@@ -47,7 +48,7 @@ def make_group(
     :class:`TcpRendezvous` (or a ``(host, port)`` tuple) for ``"gloo"``.
     ``device`` (NCCL only) defaults to the current device.
     """
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+    if not is_int(world_size) or world_size < 1:
         raise ValueError(f"world_size must be an int >= 1 (a group over an empty slice is not a group), got {world_size!r}")
     if backend == "nccl":
         if not isinstance(rendezvous, UniqueId):

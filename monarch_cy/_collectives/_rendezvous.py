@@ -16,6 +16,8 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
+from monarch_cy._checks import is_int
+
 __all__ = ["UniqueId", "TcpRendezvous", "pick_free_port", "UNIQUE_ID_BYTES"]
 
 UNIQUE_ID_BYTES = 128
@@ -91,7 +93,7 @@ class TcpRendezvous:
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
             raise ValueError(f"host must be a non-empty str, got {self.host!r}")
-        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 < self.port < 65536:
+        if not is_int(self.port) or not 0 < self.port < 65536:
             raise ValueError(f"port must be an int in 1..65535, got {self.port!r}")
 
 

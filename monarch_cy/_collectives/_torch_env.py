@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, MutableMapping
 
+from monarch_cy._checks import is_int
 from monarch_cy._collectives._group import check_rank
 
 __all__ = ["setup_torch_env", "TORCH_ENV_DEFAULTS"]
@@ -39,13 +40,13 @@ def setup_torch_env(
     """
     from monarch_cy._collectives._rendezvous import TcpRendezvous
 
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+    if not is_int(world_size) or world_size < 1:
         raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
     check_rank(rank, world_size, "rank")
-    if isinstance(local_rank, bool) or not isinstance(local_rank, int) or local_rank < 0:
+    if not is_int(local_rank) or local_rank < 0:
         raise ValueError(f"local_rank must be an int >= 0, got {local_rank!r}")
     if local_world_size is not None:
-        if isinstance(local_world_size, bool) or not isinstance(local_world_size, int) or local_world_size < 1:
+        if not is_int(local_world_size) or local_world_size < 1:
             raise ValueError(f"local_world_size must be an int >= 1, got {local_world_size!r}")
         if local_rank >= local_world_size:
             raise ValueError(f"local_rank must be < local_world_size ({local_world_size}), got {local_rank}")

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 
+from monarch_cy import _config
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.secret import ENV, ENV_FILE, load_secret
 
@@ -320,11 +321,13 @@ def _parse_ports(text: str) -> tuple[int, int]:
 
 
 def _default_rank():
-    for var in ("MONARCH_CY_AGENT_RANK", "SLURM_NODEID"):
-        v = os.environ.get(var, "")
-        if v.isdigit():
-            return int(v)
-    return None
+    """``MONARCH_CY_AGENT_RANK`` (``ValueError`` for one that is not an int >= 0), else
+    ``SLURM_NODEID`` when it is one, else None."""
+    rank = _config.agent_rank()
+    if rank is not None:
+        return rank
+    v = os.environ.get("SLURM_NODEID", "")
+    return int(v) if v.isdigit() else None
 
 
 def main(argv=None) -> int:

@@ -18,10 +18,11 @@ hosts cannot reach it and a ``RuntimeError`` says so.
 from __future__ import annotations
 
 import atexit
-import os
 import socket
 import threading
 
+from monarch_cy import _config
+from monarch_cy._checks import check_timeout
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.errors import HostUnreachableError
 
@@ -33,15 +34,8 @@ _hub_lock = threading.Lock()
 
 
 def attach_timeout() -> float:
-    v = os.environ.get("MONARCH_CY_ATTACH_TIMEOUT", "30")
-    try:
-        t = float(v)
-    except ValueError:
-        t = -1.0
-    if not t > 0:
-        raise ValueError(f"MONARCH_CY_ATTACH_TIMEOUT={v!r} must be a positive number of "
-                         "seconds")
-    return t
+    """``MONARCH_CY_ATTACH_TIMEOUT`` (seconds, default 30; :mod:`monarch_cy._config`)."""
+    return _config.attach_timeout()
 
 
 class HostSet:
@@ -113,7 +107,7 @@ def ensure_controller_node(toward: str | None, secret: bytes | None,
             _registered = True
             atexit.register(_shutdown)
         if N._node is None:
-            host = host or os.environ.get("MONARCH_CY_HOST") or (
+            host = host or _config.host() or (
                 P.local_ip_towards(toward) if toward else socket.gethostbyname(
                     socket.gethostname()))
             N._node = controller.make_controller_node(host=host, secret=secret)
@@ -175,8 +169,8 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
         raise ValueError(f"workers lists {dup!r} more than once")
     if timeout is None:
         timeout = attach_timeout()
-    elif not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    else:
+        timeout = check_timeout("timeout", timeout)
     if secret is None:
         secret = load_secret()
     node = ensure_controller_node(P.parse_tcp(addrs[0])[0], secret)

@@ -9,6 +9,8 @@ job too: see each job type.
 
 from __future__ import annotations
 
+from monarch_cy._checks import is_int
+
 __all__ = ["JobState", "JobTrait", "split_meshes", "check_meshes"]
 
 
@@ -62,7 +64,7 @@ def check_meshes(meshes) -> dict:
     for k, v in meshes.items():
         if not isinstance(k, str) or not k.isidentifier():
             raise ValueError(f"mesh name {k!r} must be a Python identifier")
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        if not is_int(v) or v < 1:
             raise ValueError(f"meshes[{k!r}] must be a positive number of hosts, not {v!r}")
     return dict(meshes)
 

@@ -19,8 +19,8 @@ needs nothing.
 from __future__ import annotations
 
 import json
-import os
 
+from monarch_cy import _config
 from monarch_cy._hosts.job import JobState, JobTrait, check_meshes, split_meshes
 
 __all__ = ["KubernetesJob", "load_manifest", "read_hosts"]
@@ -89,7 +89,7 @@ class KubernetesJob(JobTrait):
         from monarch_cy._hosts.attach import ensure_controller_node, get_hub
         from monarch_cy._hosts.secret import load_secret
         node = ensure_controller_node(None, load_secret(),
-                                      host=os.environ.get("MONARCH_CY_HOST"))
+                                      host=_config.host())
         hub = get_hub(node)
         self._dialin = hub.dialin or hub.listen(f"tcp://0.0.0.0:{self.port}")
 

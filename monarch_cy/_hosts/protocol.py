@@ -26,9 +26,10 @@ other lost after ``timeout`` seconds without any message (default 10 s,
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import socket
+
+from monarch_cy import _config
 
 __all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "EXIT", "ERROR",
            "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
@@ -52,16 +53,9 @@ def loads(frame) -> tuple:
 
 
 def host_timeout() -> float:
-    """Seconds without a message after which a host (or the controller) is lost."""
-    v = os.environ.get("MONARCH_CY_HOST_TIMEOUT", "10")
-    try:
-        t = float(v)
-    except ValueError:
-        t = -1.0
-    if not t > 0:
-        raise ValueError(f"MONARCH_CY_HOST_TIMEOUT={v!r} must be a positive number of "
-                         "seconds")
-    return t
+    """Seconds without a message after which a host (or the controller) is lost
+    (``MONARCH_CY_HOST_TIMEOUT``, default 10; :mod:`monarch_cy._config`)."""
+    return _config.host_timeout()
 
 
 def parse_tcp(addr: str, what: str = "address") -> tuple[str, int]:

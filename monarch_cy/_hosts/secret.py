@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import stat
 
+from monarch_cy import _config
+
 __all__ = ["ENV", "ENV_FILE", "load_secret", "parse_secret", "write_secret_file",
            "new_secret"]
 
@@ -43,7 +45,7 @@ def parse_secret(text: str, where: str) -> bytes:
 def load_secret(path: str | None = None) -> bytes:
     """The job secret from ``path``, else ``$MONARCH_CY_JOB_SECRET_FILE``, else
     ``$MONARCH_CY_JOB_SECRET``; ``ValueError`` saying where it looked."""
-    path = path or os.environ.get(ENV_FILE) or None
+    path = path or _config.job_secret_file()
     if path:
         try:
             st = os.stat(path)
@@ -58,7 +60,7 @@ def load_secret(path: str | None = None) -> bytes:
                 "job secret file %s is readable by others (mode %o); chmod 600 it",
                 path, st.st_mode & 0o777)
         return parse_secret(text, f"file {path!r}")
-    text = os.environ.get(ENV)
+    text = _config.job_secret()
     if text is None:
         raise ValueError(f"no job secret: pass --secret-file PATH, or set {ENV_FILE} "
                          f"(a file) or {ENV} (64 hex digits)")

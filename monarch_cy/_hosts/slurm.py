@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 
+from monarch_cy import _config
+from monarch_cy._checks import is_int
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.errors import SchedulerError
 from monarch_cy._hosts.job import JobState, JobTrait, check_meshes, split_meshes
@@ -82,7 +84,7 @@ class SlurmJob(JobTrait):
         self.meshes = check_meshes(meshes)
         if isinstance(slurm_args, str):
             raise TypeError("slurm_args must be a list of arguments, not a str")
-        if not (isinstance(monarch_port, int) and 0 <= monarch_port < 65536):
+        if not (is_int(monarch_port) and 0 <= monarch_port < 65536):
             raise ValueError(f"monarch_port must be 0..65535, not {monarch_port!r}")
         if not re.fullmatch(r"\d+-\d+", proc_ports):
             raise ValueError(f"proc_ports {proc_ports!r} must look like 26601-27600")
@@ -111,8 +113,9 @@ class SlurmJob(JobTrait):
 
     # -- submission ----------------------------------------------------------
     def _controller_ip(self) -> str:
-        if self.controller_host or os.environ.get("MONARCH_CY_HOST"):
-            return self.controller_host or os.environ["MONARCH_CY_HOST"]
+        ip = self.controller_host or _config.host()
+        if ip:
+            return ip
         out = _run(["scontrol", "show", "config"]).stdout
         m = re.search(r"^SlurmctldHost\[0\]\s*=\s*(\S+?)(?:\((\S+)\))?\s*$", out, re.M)
         if not m:

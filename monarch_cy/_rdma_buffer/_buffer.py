@@ -21,8 +21,7 @@ stream) before it lets readers in.
 
 from __future__ import annotations
 
-import operator
-
+from monarch_cy._checks import check_int
 from monarch_cy._rdma_buffer import _engine, _identity, _owner, _samehost, _select
 from monarch_cy._rdma_buffer._errors import BufferDroppedError, ForeignJobError
 from monarch_cy._rdma_buffer._handle import BufferHandle
@@ -31,15 +30,6 @@ from monarch_cy._rdma_buffer._local import as_span
 __all__ = ["RDMABuffer", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = 60.0
-
-
-def _offset(value, name: str = "offset") -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None
 
 
 class RDMABuffer:
@@ -124,7 +114,7 @@ class RDMABuffer:
 
     def _transfer(self, read: bool, local, offset) -> "_engine.Transfer":
         self._check_usable()
-        offset = _offset(offset)
+        offset = check_int("offset", offset)
         size = self.size()
         if read:
             if not 0 <= offset < size:

@@ -19,10 +19,12 @@ import errno
 import os
 import threading
 
+from monarch_cy import _config
+
 __all__ = ["read", "write", "PARALLEL_MIN", "THREADS"]
 
 PARALLEL_MIN = 8 << 20
-THREADS = max(1, min(4, int(os.environ.get("MONARCH_CY_RDMA_CMA_THREADS", "2"))))
+THREADS = _config.rdma_cma_threads()     # MONARCH_CY_RDMA_CMA_THREADS, 1..4, read at import
 
 
 class _Iov(ctypes.Structure):

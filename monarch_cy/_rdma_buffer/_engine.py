@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from monarch_cy._checks import check_timeout
 from monarch_cy._rdma_buffer import _samehost, _select, _tcp, _verbs_backend, _watch
 from monarch_cy._rdma_buffer._local import Span
 
@@ -86,9 +87,7 @@ def submit(transfers: list[Transfer], timeout: float, backend: str | None):
     """Choose backends now, run on the pool, return the runtime Future (see above)."""
     from monarch_cy._actor.future import Future
     req = _select.requested(backend)
-    if timeout is None or isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    timeout = check_timeout("timeout", timeout)
     for t in transfers:
         t.backend = _select.choose(t.handle, t.span.kind, req)
     deadline = time.monotonic() + timeout

@@ -17,21 +17,23 @@ substitute.  Under ``auto``, a kernel that refuses cross-memory attach (EPERM) a
 run time makes that owner's later operations use ``tcp`` (the refused operation is
 retried there).
 
-"Same host" is an equal ``hostname|boot_id``; ``cma`` also needs the same pid
-namespace (the owner's pid must name the owner here).
+"Same host" is an equal ``hostname|boot_id`` (:mod:`monarch_cy._host_identity`);
+``cma`` also needs the same pid namespace (the owner's pid must name the owner here).
 """
 
 from __future__ import annotations
 
 import os
 
+from monarch_cy import _config
+from monarch_cy._host_identity import hostname_of
 from monarch_cy._rdma_buffer import _identity, _verbs_backend
 from monarch_cy._rdma_buffer._errors import BackendUnavailableError
 
 __all__ = ["NAMES", "ENV", "requested", "choose", "why_not", "refuse_cma"]
 
-NAMES = ("auto", "local", "cma", "ipc", "ibverbs", "tcp")
 ENV = "MONARCH_CY_RDMA_BACKEND"
+NAMES = _config.VARIABLES[ENV].choices     # ("auto", "local", "cma", "ipc", "ibverbs", "tcp")
 _cma_refused: set = set()      # (owner_key) for which the kernel said EPERM
 
 
@@ -41,12 +43,7 @@ def requested(arg: str | None) -> str:
         if not isinstance(arg, str) or arg.strip().lower() not in NAMES:
             raise ValueError(f"backend must be one of {', '.join(NAMES)}; got {arg!r}")
         return arg.strip().lower()
-    env = os.environ.get(ENV, "").strip().lower()
-    if env in ("", "auto"):
-        return "auto"
-    if env not in NAMES:
-        raise ValueError(f"{ENV}={env!r} is not a backend; use one of {', '.join(NAMES)}")
-    return env
+    return _config.rdma_backend()      # ValueError quoting a value not in NAMES
 
 
 def refuse_cma(h) -> None:
@@ -64,7 +61,7 @@ def why_not(name: str, h, local_kind: str) -> str | None:
         return None if same_proc else "the buffer's owner is another process"
     if name == "ipc":
         if not same_host:
-            return f"the owner runs on another host ({h.host.split('|')[0]})"
+            return f"the owner runs on another host ({hostname_of(h.host)})"
         if h.device is None:
             return "the buffer is CPU memory (ipc serves GPU memory; use cma)"
         if h.ipc is None:
@@ -74,7 +71,7 @@ def why_not(name: str, h, local_kind: str) -> str | None:
         return None
     if name == "cma":
         if not same_host:
-            return f"the owner runs on another host ({h.host.split('|')[0]})"
+            return f"the owner runs on another host ({hostname_of(h.host)})"
         if h.pidns != _identity.pidns():
             return "the owner runs in another pid namespace"
         if h.device is not None:

@@ -34,6 +34,7 @@ import os
 import threading
 import time
 
+from monarch_cy import _config
 from monarch_cy._rdma_buffer._local import Span
 
 __all__ = ["available", "unavailable_reason", "device_name", "queue_pair_num", "register",
@@ -50,7 +51,7 @@ _qps: dict = {}         # reader side: owner key -> [QueuePair, Lock]
 @functools.lru_cache(maxsize=1)
 def unavailable_reason() -> str | None:
     """Why ibverbs cannot be used in this process (None when it can)."""
-    if os.environ.get("MONARCH_CY_RDMA_VERBS", "1") == "0":
+    if not _config.rdma_verbs():
         return "MONARCH_CY_RDMA_VERBS=0"
     try:
         from monarch_cy._verbs import unavailable_reason as why
@@ -70,7 +71,7 @@ def _pd():
     with _lock:
         if _state is None or _state[0] != os.getpid():
             from monarch_cy._verbs import Context, ProtectionDomain
-            ctx = Context(os.environ.get("MONARCH_CY_RDMA_DEVICE") or None)
+            ctx = Context(_config.rdma_device())
             _state = (os.getpid(), ctx, ProtectionDomain(ctx))
         return _state[2]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from monarch_cy._checks import is_int
+
 MAX_PROCS = 64
 
 
@@ -67,7 +69,7 @@ class TrainConfig:
         """Raise ``ValueError`` naming the option for anything impossible."""
         def positive(name):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if not is_int(v) or v < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {v!r}")
         for name in ("steps", "batch", "block", "layers", "heads", "width"):
             positive(name)

@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from monarch_cy._checks import is_int
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -29,7 +31,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block", "layers", "heads", "width"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if not is_int(v) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         if self.width % self.heads:
             raise ValueError(f"width ({self.width}) must be a multiple of heads ({self.heads})")

@@ -25,12 +25,12 @@ Registration blocks while the kernel pins pages (GIL released).
 
 from __future__ import annotations
 
-import operator
 import os
 import weakref
 from typing import Any, Callable
 
 from monarch_cy import _rdma
+from monarch_cy._checks import check_int
 from monarch_cy._hostmem import BufferPin
 from monarch_cy._verbs._device import Context
 from monarch_cy._verbs._errors import VerbsError
@@ -41,15 +41,7 @@ __all__ = ["ProtectionDomain", "MemoryRegion", "pin_buffer"]
 
 
 def _int_arg(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {value!r}") from None
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, got {v}")
-    return v
+    return check_int(name, value, minimum=lo, maximum=hi)
 
 
 def pin_buffer(obj: object, writable: bool = True) -> BufferPin:

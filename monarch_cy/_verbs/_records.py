@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from monarch_cy._checks import check_int
+
 __all__ = ["QPEndpoint", "RemoteRegion"]
 
 _EP = struct.Struct("!4sIH16sIHB")      # magic, qp_num, lid, gid, psn, mtu, rd_atomic
@@ -21,8 +23,7 @@ _RR_MAGIC = b"MCMR"
 
 
 def _check_uint(name: str, value: int, bits: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
+    value = check_int(name, value)
     if not 0 <= value < (1 << bits):
         raise ValueError(f"{name} must fit in {bits} unsigned bits, got {value!r}")
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from monarch_cy import _runtime
+from monarch_cy._checks import is_int
 from monarch_cy._resource import Owned
 
 
@@ -26,7 +27,7 @@ def device_count() -> int:
 
 
 def _validate_ordinal(ordinal: object) -> int:
-    if isinstance(ordinal, bool) or not isinstance(ordinal, int):
+    if not is_int(ordinal):
         raise TypeError(f"device must be an int ordinal or a Device, got {ordinal!r}")
     count = device_count()
     if not 0 <= ordinal < count:

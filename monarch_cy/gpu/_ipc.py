@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from monarch_cy._checks import is_int
 from monarch_cy.gpu._device import Device, as_device, on_device, shim
 from monarch_cy.gpu._memory import DeviceMemory, _nbytes
 from monarch_cy._resource import Owned
@@ -31,7 +32,7 @@ class IpcHandle:
         handle = bytes(handle)
         if len(handle) != HANDLE_SIZE:
             raise ValueError(f"handle must be exactly {HANDLE_SIZE} bytes, got {len(handle)}")
-        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        if not is_int(device) or device < 0:
             raise ValueError(f"device must be a non-negative int ordinal, got {device!r}")
         self.handle = handle
         self.nbytes = _nbytes(nbytes)

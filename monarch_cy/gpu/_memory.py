@@ -13,9 +13,9 @@ caller must keep both sides alive and unchanged until the stream reaches it.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
+from monarch_cy._checks import check_int, is_int
 from monarch_cy._hostmem import BufferPin, HostRegion
 from monarch_cy.gpu._device import Device, as_device, on_device, shim
 from monarch_cy._resource import Owned
@@ -23,14 +23,8 @@ from monarch_cy.gpu._stream import Stream, stream_handle
 
 
 def _nbytes(value: object, name: str = "nbytes") -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {value!r}") from None
-    if n < 0:
-        raise ValueError(f"{name} must be >= 0, got {n}")
+    """A byte count or offset: an int >= 0 below 2**63 (:func:`check_int`)."""
+    n = check_int(name, value, minimum=0)
     if n >= 1 << 63:
         raise ValueError(f"{name} is too large: {n}")
     return n
@@ -69,7 +63,7 @@ class DeviceMemory(Memory):
 
     def __init__(self, ptr: int, nbytes: int, device: Device | int | None = None, owner: Any = None):
         super().__init__()
-        if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0:
+        if not is_int(ptr) or ptr < 0:
             raise ValueError(f"ptr must be a non-negative int address, got {ptr!r}")
         self.device = as_device(device)
         self._init_span(ptr, _nbytes(nbytes), owner)
@@ -174,7 +168,7 @@ class HostMemory(Memory):
     @classmethod
     def from_address(cls, ptr: int, nbytes: int, owner: Any) -> "HostMemory":
         """Borrow ``nbytes`` at ``ptr``, kept valid by holding ``owner`` (a CPU tensor)."""
-        if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0:
+        if not is_int(ptr) or ptr < 0:
             raise ValueError(f"ptr must be a non-negative int address, got {ptr!r}")
         self = cls.__new__(cls)
         Owned.__init__(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monarch_cy._checks import is_int
 from monarch_cy.gpu._device import Device, as_device, on_device, shim
 from monarch_cy._resource import Owned
 
@@ -31,7 +32,7 @@ class Stream(Owned):
     @classmethod
     def wrap(cls, handle: int, device: Device | int | None = None, owner: Any = None) -> "Stream":
         """Borrow a stream someone else made; ``owner`` is kept alive meanwhile."""
-        if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
+        if not is_int(handle) or handle < 0:
             raise ValueError(f"handle must be a non-negative int stream handle, got {handle!r}")
         self = cls.__new__(cls)
         Owned.__init__(self)

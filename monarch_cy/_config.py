@@ -1,0 +1,350 @@
+"""Every ``MONARCH_CY_*`` environment variable: one table, one typed accessor each.
+
+:data:`VARIABLES` declares each variable once -- name, type, default, who sets it,
+meaning -- and ``docs/configuration.md`` is that table printed
+(``python -m monarch_cy._config``; a test keeps the two equal, and another fails
+for a ``MONARCH_CY_*`` name anywhere in the source that is not declared here).
+
+Rules, the same for every variable:
+
+* **Read at call time.**  Each accessor looks at ``os.environ`` when called;
+  nothing is cached here, because tests and workers set variables at run time.
+  (A few *callers* read once and keep the value: the table says which.)
+* **Unset or blank is the default.**  A value of only whitespace counts as unset;
+  other values are stripped first, and choices compare case-insensitively.
+* **A bad value raises** ``ValueError`` naming the variable and quoting the value,
+  e.g. ``MONARCH_CY_HOST_TIMEOUT='abc' must be a positive number of seconds``.
+  The job secret is never quoted (:mod:`monarch_cy._hosts.secret` checks it and
+  names only where it came from).
+
+Types: ``text`` (a path, an address, a name), ``secret`` (text, never echoed),
+``flag`` (``0`` or ``1``), a choice (``unix``, ``ipc`` or ``tcp``...), ``int``
+(with a minimum, or clamped to a range), ``seconds > 0`` / ``seconds >= 0``
+(a float; NaN refused; ``inf`` means never).
+
+``who``: ``user`` (set it to configure), ``internal`` (set by monarch_cy for the
+processes it starts; read them, do not set them), ``tests`` (the test suite and
+benchmarks only; the package never reads them).
+
+This module imports only :mod:`os` (it sits on start-up paths), and nothing from
+the actor layer.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["Var", "VARIABLES", "get", "declared", "markdown_table"]
+
+USER, INTERNAL, TESTS = "user", "internal", "tests"
+
+
+class Var:
+    """One variable: how to parse it and what it means (see the module docstring)."""
+
+    __slots__ = ("name", "kind", "default", "who", "meaning", "choices", "noun",
+                 "minimum", "clamp")
+
+    def __init__(self, name: str, kind: str, default, who: str, meaning: str, *,
+                 choices: tuple = (), noun: str = "", minimum: int | None = None,
+                 clamp: tuple | None = None) -> None:
+        assert kind in _PARSERS, kind
+        self.name: str = name
+        self.kind: str = kind
+        self.default = default
+        self.who: str = who
+        self.meaning: str = meaning
+        self.choices: tuple = choices
+        self.noun: str = noun
+        self.minimum: int | None = minimum
+        self.clamp: tuple | None = clamp
+
+    def __repr__(self) -> str:
+        return f"Var({self.name!r}, {self.kind!r}, default={self.default!r})"
+
+    def read(self, environ=None):
+        """The value now: parsed, or :attr:`default` when unset or blank."""
+        raw = (os.environ if environ is None else environ).get(self.name)
+        if raw is None or not raw.strip():
+            return self.default
+        return _PARSERS[self.kind](self, raw)
+
+    def type_text(self) -> str:
+        if self.kind == "choice":
+            return ", ".join(f"`{c}`" for c in self.choices)
+        if self.kind == "int":
+            if self.clamp:
+                return f"int, clamped to {self.clamp[0]}..{self.clamp[1]}"
+            return "int" if self.minimum is None else f"int >= {self.minimum}"
+        return {"flag": "`0` or `1`", "seconds": "seconds > 0",
+                "seconds0": "seconds >= 0"}.get(self.kind, self.kind)
+
+    def default_text(self) -> str:
+        d = self.default
+        if d is None:
+            return "unset"
+        if isinstance(d, bool):
+            return "`1`" if d else "`0`"
+        if isinstance(d, float):
+            return f"{d:g}"
+        return f"`{d}`"
+
+
+def _bad(var: Var, raw: str, what: str) -> ValueError:
+    return ValueError(f"{var.name}={raw!r} {what}")
+
+
+def _text(var: Var, raw: str) -> str:
+    return raw.strip()
+
+
+def _flag(var: Var, raw: str) -> bool:
+    v = raw.strip()
+    if v not in ("0", "1"):
+        raise _bad(var, raw, "must be 0 or 1")
+    return v == "1"
+
+
+def _choice(var: Var, raw: str) -> str:
+    v = raw.strip().lower()
+    if v not in var.choices:
+        raise _bad(var, raw, f"is not {var.noun}; use one of {', '.join(var.choices)}")
+    return v
+
+
+def _int(var: Var, raw: str) -> int:
+    need = "must be an int" + ("" if var.minimum is None else f" >= {var.minimum}")
+    try:
+        v = int(raw.strip())
+    except ValueError:
+        raise _bad(var, raw, need) from None
+    if var.minimum is not None and v < var.minimum:
+        raise _bad(var, raw, need)
+    if var.clamp:
+        v = max(var.clamp[0], min(var.clamp[1], v))
+    return v
+
+
+def _seconds(var: Var, raw: str) -> float:
+    zero = var.kind == "seconds0"
+    try:
+        v = float(raw.strip())
+    except ValueError:
+        v = float("nan")
+    if not (v > 0 or (zero and v == 0)):          # NaN fails both
+        raise _bad(var, raw, "must be a number of seconds >= 0" if zero
+                   else "must be a positive number of seconds")
+    return v
+
+
+_PARSERS = {"text": _text, "secret": _text, "flag": _flag, "choice": _choice,
+            "int": _int, "seconds": _seconds, "seconds0": _seconds}
+
+_V = Var
+VARIABLES: dict[str, Var] = {v.name: v for v in [
+    # -- job secret and hosts (monarch_cy._hosts)
+    _V("MONARCH_CY_JOB_SECRET", "secret", None, USER,
+       "The job's 32-byte secret as 64 hex digits, for host agents (used when no secret "
+       "file is named). `SlurmJob` sets it for the agents it submits."),
+    _V("MONARCH_CY_JOB_SECRET_FILE", "text", None, USER,
+       "A file holding the job secret (64 hex digits, mode 0600); wins over "
+       "`MONARCH_CY_JOB_SECRET`, and the agent's `--secret-file` wins over both."),
+    _V("MONARCH_CY_HOST", "text", None, USER,
+       "The address the controller's actor runtime binds for remote hosts (procs reply "
+       "to it); default: this machine's address on the route to the first worker (SLURM: "
+       "to the controller daemon). Set it before anything starts the runtime."),
+    _V("MONARCH_CY_HOST_ADDRESS", "text", None, USER,
+       "This host's address as other hosts reach it, given to collective groups' "
+       "rendezvous; default: the address of its host name, else `127.0.0.1`."),
+    _V("MONARCH_CY_AGENT_RANK", "int", None, USER,
+       "A host agent's rank in its mesh (default of `--rank`; then `SLURM_NODEID`).",
+       minimum=0),
+    _V("MONARCH_CY_HOST_TIMEOUT", "seconds", 10.0, USER,
+       "A remote host (or, at an agent, the controller) silent this long counts as lost; "
+       "heartbeats go every fifth of it. Read by the controller when its host hub starts; "
+       "agents take the controller's value."),
+    _V("MONARCH_CY_ATTACH_TIMEOUT", "seconds", 30.0, USER,
+       "Seconds each agent has to answer `attach_to_workers` (its `timeout=` default)."),
+    # -- GPU runtime and collectives (monarch_cy._runtime, monarch_cy._collectives)
+    _V("MONARCH_CY_GPU_PLATFORM", "choice", "auto", USER,
+       "The GPU platform to bind (runtime, NCCL/RCCL); `none` switches GPU support off. "
+       "`setup.py` reads it at build time too: `cuda`/`rocm` compile against the vendor "
+       "headers.", choices=("cuda", "rocm", "none", "auto"), noun="a platform"),
+    _V("MONARCH_CY_GPU_RUNTIME_LIBRARY", "text", None, USER,
+       "Bind this libcudart/libamdhip64 file and nothing else (its platform is read off "
+       "its symbols)."),
+    _V("MONARCH_CY_NCCL_LIBRARY", "text", None, USER,
+       "Bind this libnccl/librccl file and nothing else."),
+    # -- RDMA buffers (monarch_cy._rdma_buffer)
+    _V("MONARCH_CY_RDMA_BACKEND", "choice", "auto", USER,
+       "Force one `RDMABuffer` backend for operations without `backend=` (read at each "
+       "call); one that cannot serve a pair raises `BackendUnavailableError`.",
+       choices=("auto", "local", "cma", "ipc", "ibverbs", "tcp"), noun="a backend"),
+    _V("MONARCH_CY_RDMA_VERBS", "flag", True, USER,
+       "`0`: this process never uses ibverbs (read once per process)."),
+    _V("MONARCH_CY_RDMA_DEVICE", "text", None, USER,
+       "The verbs device this process opens (default: the first); read at first use."),
+    _V("MONARCH_CY_RDMA_CMA_THREADS", "int", 2, USER,
+       "Threads that copy one cross-memory-attach span of 8 MiB or more; read when "
+       "`monarch_cy._rdma_buffer._cma` is imported.", clamp=(1, 4)),
+    # -- actor runtime (monarch_cy._actor)
+    _V("MONARCH_CY_TRANSPORT", "choice", "unix", USER,
+       "Transport between the processes of one host: `unix` (AF_UNIX seqpacket), `ipc` "
+       "(zmq over ipc://) or `tcp` (zmq over loopback).",
+       choices=("unix", "ipc", "tcp"), noun="a transport"),
+    _V("MONARCH_CY_START", "choice", "fork", USER,
+       "How local procs start: forked by a zygote, or `exec` of one "
+       "`python -m monarch_cy._actor.bootstrap` per proc.",
+       choices=("fork", "exec"), noun="a start method"),
+    _V("MONARCH_CY_PIN_GPUS", "flag", None, USER,
+       "`1`: the `gpus` coordinate of `spawn_procs` sets each proc's visible devices; `0`: "
+       "it never does; unset: it does unless `monarch_cy.compat` is installed."),
+    _V("MONARCH_CY_HEARTBEAT_TIMEOUT", "seconds0", 10.0, USER,
+       "A proc silent this long is failed and killed; `0` turns heartbeats off "
+       "(`spawn_procs(heartbeat_timeout=)` wins)."),
+    _V("MONARCH_CY_SUPERVISE_TIMEOUT", "seconds0", 10.0, USER,
+       "Seconds an owner's `__supervise__`/`__cleanup__` may run before it counts as hung "
+       "(read in the actor's proc)."),
+    _V("MONARCH_CY_FAULT_GRACE", "seconds0", 1.0, USER,
+       "Seconds the client has to see or recover a failure before `unhandled_fault_hook` "
+       "runs; read once, when the actor runtime is imported."),
+    _V("MONARCH_CY_RANK", "int", None, INTERNAL,
+       "Set by `spawn_procs` in every proc: its rank in the proc mesh.", minimum=0),
+    _V("MONARCH_CY_WORLD_SIZE", "int", None, INTERNAL,
+       "Set by `spawn_procs` in every proc: the number of procs in the mesh.", minimum=1),
+    # -- the test suite and benchmarks (tests/, bench/, scripts/)
+    _V("MONARCH_CY_CHAOS_SEED", "int", 1234, TESTS,
+       "Seed of `tests/actor/test_chaos.py`'s random kills."),
+    _V("MONARCH_CY_RCCL_CHROOT", "choice", "1", TESTS,
+       "The RCCL chroot tests: `0` skips them, `require` turns their skips into failures.",
+       choices=("0", "1", "require"), noun="a mode"),
+    _V("MONARCH_CY_RCCL_BUILD_TIMEOUT", "seconds", 180.0, TESTS,
+       "Bound on building the RCCL chroot."),
+    _V("MONARCH_CY_RCCL_CACHE", "text", "/var/tmp/monarch_cy-rccl-trixie", TESTS,
+       "Where the RCCL chroot is kept."),
+    _V("MONARCH_CY_DEBIAN_MIRROR", "text", None, TESTS,
+       "Debian mirror for the RCCL chroot (default: debootstrap's)."),
+    _V("MONARCH_CY_RDMA_GUEST", "text", "1", TESTS,
+       "`0` (or `no`, `off`, `false`) skips the soft-RoCE guest tests."),
+    _V("MONARCH_CY_RDMA_GUEST_TIMEOUT", "seconds", 420.0, TESTS,
+       "Bound on booting the soft-RoCE guest."),
+    _V("MONARCH_CY_RDMA_GUEST_CACHE", "text", "/var/tmp/monarch_cy-rdma-guest", TESTS,
+       "Where the soft-RoCE guest's image is kept."),
+    _V("MONARCH_CY_BENCH_JSON", "text", None, TESTS,
+       "Benchmarks also write their rows as JSON to this file."),
+]}
+del _V
+
+
+def declared(name: str) -> bool:
+    return name in VARIABLES
+
+
+def get(name: str, environ=None):
+    """The value of declared variable ``name`` now (``KeyError`` for an undeclared one)."""
+    return VARIABLES[name].read(environ)
+
+
+# -- typed accessors, one per variable the package reads ------------------------------
+
+def job_secret() -> str | None:
+    return get("MONARCH_CY_JOB_SECRET")
+
+
+def job_secret_file() -> str | None:
+    return get("MONARCH_CY_JOB_SECRET_FILE")
+
+
+def host() -> str | None:
+    return get("MONARCH_CY_HOST")
+
+
+def host_address() -> str | None:
+    return get("MONARCH_CY_HOST_ADDRESS")
+
+
+def agent_rank() -> int | None:
+    return get("MONARCH_CY_AGENT_RANK")
+
+
+def host_timeout() -> float:
+    return get("MONARCH_CY_HOST_TIMEOUT")
+
+
+def attach_timeout() -> float:
+    return get("MONARCH_CY_ATTACH_TIMEOUT")
+
+
+def gpu_platform() -> str:
+    """``cuda``, ``rocm``, ``none`` or ``auto``."""
+    return get("MONARCH_CY_GPU_PLATFORM")
+
+
+def gpu_runtime_library() -> str | None:
+    return get("MONARCH_CY_GPU_RUNTIME_LIBRARY")
+
+
+def nccl_library() -> str | None:
+    return get("MONARCH_CY_NCCL_LIBRARY")
+
+
+def rdma_backend() -> str:
+    return get("MONARCH_CY_RDMA_BACKEND")
+
+
+def rdma_verbs() -> bool:
+    return get("MONARCH_CY_RDMA_VERBS")
+
+
+def rdma_device() -> str | None:
+    return get("MONARCH_CY_RDMA_DEVICE")
+
+
+def rdma_cma_threads() -> int:
+    return get("MONARCH_CY_RDMA_CMA_THREADS")
+
+
+def transport() -> str:
+    return get("MONARCH_CY_TRANSPORT")
+
+
+def start_method() -> str:
+    return get("MONARCH_CY_START")
+
+
+def pin_gpus() -> bool | None:
+    """True/False when set; None when unset (the caller decides: on unless compat)."""
+    return get("MONARCH_CY_PIN_GPUS")
+
+
+def heartbeat_timeout() -> float:
+    return get("MONARCH_CY_HEARTBEAT_TIMEOUT")
+
+
+def supervise_timeout() -> float:
+    return get("MONARCH_CY_SUPERVISE_TIMEOUT")
+
+
+def fault_grace() -> float:
+    return get("MONARCH_CY_FAULT_GRACE")
+
+
+def rank() -> int | None:
+    return get("MONARCH_CY_RANK")
+
+
+def world_size() -> int | None:
+    return get("MONARCH_CY_WORLD_SIZE")
+
+
+def markdown_table() -> str:
+    """The table of ``docs/configuration.md``, one row per variable."""
+    rows = ["| Variable | Type | Default | Set by | Meaning |", "|---|---|---|---|---|"]
+    for v in VARIABLES.values():
+        rows.append(f"| `{v.name}` | {v.type_text()} | {v.default_text()} | {v.who} | "
+                    f"{v.meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
