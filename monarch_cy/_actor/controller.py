@@ -9,7 +9,6 @@ period) and every child is reaped, so no process is left behind.
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import socket
 import tempfile
@@ -50,10 +49,8 @@ def next_id() -> int:
 def transport() -> str:
     """``MONARCH_CY_TRANSPORT``: ``unix`` (default: AF_UNIX seqpacket, see
     :mod:`.unixsock`), ``ipc`` (zmq over ipc://) or ``tcp`` (zmq over loopback)."""
-    t = os.environ.get("MONARCH_CY_TRANSPORT", "unix").strip().lower()
-    if t not in ("unix", "ipc", "tcp"):
-        raise ValueError(f"MONARCH_CY_TRANSPORT={t!r}; use 'unix', 'ipc' or 'tcp'")
-    return t
+    from monarch_cy import _config
+    return _config.transport()
 
 
 REMOTE_ALLOC = {}   # remote proc key -> fn(tag) -> address on its host (monarch_cy._hosts)

@@ -22,7 +22,7 @@ Arguments are pickled once at the call site (an unpicklable argument raises
 from __future__ import annotations
 
 import pickle
-from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Concatenate, Coroutine, Generic,
+from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generic,
                     Iterator, ParamSpec, TypeVar, overload)
 
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
@@ -150,10 +150,9 @@ class Endpoint(Generic[P, R]):
 
     def with_timeout(self, seconds: float) -> "Endpoint[P, R]":
         """This endpoint with a per-call timeout (see the module docstring)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-                or not seconds > 0:
-            raise ValueError(f"timeout must be a number of seconds > 0, not {seconds!r}")
-        return Endpoint(self._mesh, self._name, self._explicit, float(seconds))
+        from monarch_cy._checks import check_timeout
+        return Endpoint(self._mesh, self._name, self._explicit,
+                        check_timeout("timeout", seconds))
 
     def _arm(self, node, port_id, futs) -> None:
         """Fail ``futs`` with TimeoutError and drop the port after the timeout."""

@@ -186,8 +186,9 @@ class Future(Generic[R]):
             warnings.warn("Future.get() called from within an active event loop: it "
                           "blocks the loop until the reply comes (await the future "
                           "instead in async code)", UserWarning, stacklevel=3)
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+        if timeout is not None:
+            from monarch_cy._checks import check_timeout
+            timeout = check_timeout("timeout", timeout, allow_zero=True)
         if self._self_wait is not None:
             raise RuntimeError(
                 f"{self._self_wait}: a sync actor waiting on a call to itself would "

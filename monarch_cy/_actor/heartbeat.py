@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import time
 
-from monarch_cy._actor.supervision import HEARTBEAT, HEARTBEAT_ACK, _env_float
+from monarch_cy import _config
+from monarch_cy._transport.protocol import HEARTBEAT, HEARTBEAT_ACK
 
 __all__ = ["default_timeout", "start", "ping", "handle_ack", "handle_heartbeat"]
 
 
 def default_timeout() -> float:
-    return _env_float("MONARCH_CY_HEARTBEAT_TIMEOUT", 10.0)
+    return _config.heartbeat_timeout()
 
 
 def _pack(hdr):

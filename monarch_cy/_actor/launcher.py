@@ -132,10 +132,9 @@ def launch(fn):
 
 
 def _mode() -> str:
-    m = os.environ.get("MONARCH_CY_START", "fork").strip().lower()
-    if m not in ("fork", "exec"):
-        raise ValueError(f"MONARCH_CY_START={m!r}; use 'fork' or 'exec'")
-    return m
+    """``MONARCH_CY_START``: ``fork`` (default) or ``exec``."""
+    from monarch_cy import _config
+    return _config.start_method()
 
 
 _zygote = None

@@ -25,12 +25,10 @@ def shutdown_context(host_timeout: float | None = None):
 
     ``host_timeout``: seconds each proc is given to stop before it is killed
     (default 2)."""
-    if host_timeout is not None and (isinstance(host_timeout, bool) or
-                                     not isinstance(host_timeout, (int, float)) or
-                                     host_timeout < 0):
-        raise ValueError(f"host_timeout must be a number of seconds >= 0 or None, not "
-                         f"{host_timeout!r}")
-    grace = 2.0 if host_timeout is None else float(host_timeout)
+    from monarch_cy._checks import check_timeout
+    host_timeout = check_timeout("host_timeout", host_timeout, allow_zero=True,
+                                 allow_none=True)
+    grace = 2.0 if host_timeout is None else host_timeout
     global _done
     from monarch_cy._actor.future import Future
     with _lock:

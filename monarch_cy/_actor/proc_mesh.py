@@ -20,6 +20,7 @@ import os
 import sys
 from typing import Any, TypeVar
 
+from monarch_cy._checks import check_timeout
 from monarch_cy._actor.actor import ActorMesh, check_actor_class
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
@@ -181,9 +182,8 @@ class ProcMesh(MeshTrait):
         ``level`` is accepted for Monarch's signature and not used: monarch_cy
         forwards every line the procs write (see docs/monarch-compat.md).
         """
-        if aggregate_window_sec is not None and aggregate_window_sec < 0:
-            raise ValueError(f"aggregate_window_sec must be >= 0 or None, not "
-                             f"{aggregate_window_sec!r}")
+        check_timeout("aggregate_window_sec", aggregate_window_sec, allow_zero=True,
+                      allow_none=True)
         get_node()
         _ctl.SINK.options[self._state.mesh_id] = (bool(stream_to_client),
                                                   aggregate_window_sec)
@@ -317,10 +317,9 @@ class HostMesh(MeshTrait):
             raise TypeError(f"restart must be a RestartPolicy or None, not {restart!r}")
         if heartbeat_timeout is None:
             heartbeat_timeout = heartbeat.default_timeout()
-        elif isinstance(heartbeat_timeout, bool) or \
-                not isinstance(heartbeat_timeout, (int, float)) or heartbeat_timeout < 0:
-            raise ValueError(f"heartbeat_timeout must be a number of seconds >= 0 or "
-                             f"None, not {heartbeat_timeout!r}")
+        else:
+            heartbeat_timeout = check_timeout("heartbeat_timeout", heartbeat_timeout,
+                                              allow_zero=True)
         per_host = dict(per_host or {})
         for k, v in per_host.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -382,12 +381,9 @@ class HostMesh(MeshTrait):
 def _pin_gpus() -> bool:
     """Whether the ``gpus`` coordinate sets each proc's visible devices (see
     ``HostMesh.spawn_procs``)."""
-    v = os.environ.get("MONARCH_CY_PIN_GPUS", "").strip()
-    if v in ("0", "1"):
-        return v == "1"
-    if v:
-        raise ValueError(f"MONARCH_CY_PIN_GPUS={v!r}; use 0 or 1")
-    return not _compat_installed()
+    from monarch_cy import _config
+    pin = _config.pin_gpus()
+    return (not _compat_installed()) if pin is None else pin
 
 
 def _cc_address(node) -> str:

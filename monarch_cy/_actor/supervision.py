@@ -35,12 +35,12 @@ Vocabulary
 
 from __future__ import annotations
 
-import os
 import pickle
 import sys
 import threading
 import time
 
+from monarch_cy import _config
 from monarch_cy._actor.errors import SupervisionError
 from monarch_cy._transport.protocol import (HEARTBEAT, HEARTBEAT_ACK, REVIVE, SEEN,
                                            SUPERVISE)
@@ -52,26 +52,13 @@ __all__ = ["MeshFailure", "RestartPolicy", "unhandled_fault_hook", "FAULT_GRACE_
 
 
 
-def _env_float(name: str, default: float) -> float:
-    v = os.environ.get(name)
-    if v is None or not v.strip():
-        return default
-    try:
-        f = float(v)
-    except ValueError:
-        raise ValueError(f"{name}={v!r} is not a number of seconds") from None
-    if f < 0:
-        raise ValueError(f"{name}={v!r} must be >= 0")
-    return f
-
-
-FAULT_GRACE_S = _env_float("MONARCH_CY_FAULT_GRACE", 1.0)
+FAULT_GRACE_S = _config.fault_grace()      # MONARCH_CY_FAULT_GRACE, read once
 
 
 def supervise_timeout() -> float:
     """Seconds a ``__supervise__``/``__cleanup__`` may take before it counts as hung
     (``MONARCH_CY_SUPERVISE_TIMEOUT``, default 10; read in the actor's proc)."""
-    return _env_float("MONARCH_CY_SUPERVISE_TIMEOUT", 10.0)
+    return _config.supervise_timeout()
 
 
 class MeshFailure:
