@@ -208,6 +208,12 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
     _V("MONARCH_CY_FAULT_GRACE", "seconds0", 1.0, USER,
        "Seconds the client has to see or recover a failure before `unhandled_fault_hook` "
        "runs; read once, when the actor runtime is imported."),
+    _V("MONARCH_CY_LOG_LEVEL", "choice", None, USER,
+       "Level of the `monarch_cy` loggers (the runtime's own messages). Unset: warnings "
+       "and errors reach stderr through `logging`'s last-resort handler, or through your "
+       "own `logging` configuration; set: a stderr handler at that level, with the "
+       "logger name and level on each line. Read once per process, at the first message.",
+       choices=("debug", "info", "warning", "error", "critical"), noun="a log level"),
     _V("MONARCH_CY_RANK", "int", None, INTERNAL,
        "Set by `spawn_procs` in every proc: its rank in the proc mesh.", minimum=0),
     _V("MONARCH_CY_WORLD_SIZE", "int", None, INTERNAL,
@@ -327,6 +333,10 @@ def supervise_timeout() -> float:
 
 def fault_grace() -> float:
     return get("MONARCH_CY_FAULT_GRACE")
+
+
+def log_level() -> str | None:
+    return get("MONARCH_CY_LOG_LEVEL")
 
 
 def rank() -> int | None:

@@ -42,6 +42,7 @@ ACCESSORS = {
     _config.heartbeat_timeout: ("HEARTBEAT_TIMEOUT", 10.0, "0", 0.0),
     _config.supervise_timeout: ("SUPERVISE_TIMEOUT", 10.0, "0.5", 0.5),
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),
+    _config.log_level: ("LOG_LEVEL", None, " Debug ", "debug"),
     _config.rank: ("RANK", None, "5", 5),
     _config.world_size: ("WORLD_SIZE", None, "8", 8),
 }

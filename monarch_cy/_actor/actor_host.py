@@ -29,7 +29,6 @@ stopping).
 from __future__ import annotations
 
 import pickle
-import sys
 import threading
 import traceback
 
@@ -39,6 +38,7 @@ from monarch_cy._transport.protocol import pack_call, unpack_call
 from monarch_cy._actor.actor import (BUILTIN, ActorInstance, _message, _set_current,
                                      endpoint_table)
 from monarch_cy._actor.errors import ActorError, MeshStoppedError, SupervisionError
+from monarch_cy._log import logger
 from monarch_cy._actor.ports import Port
 from monarch_cy._actor.shape import Extent, Point
 
@@ -114,6 +114,7 @@ def _one_line(exc) -> str:
 
 _BUILTIN = BUILTIN
 _msg_set = _message.set
+_log = logger("actor")
 
 
 def _picklable(exc):
@@ -154,8 +155,7 @@ class ActorHost:
         try:
             sock = node.server_socket(None, self.addr)
         except Exception as e:  # address in use etc: every call will fail
-            print(f"actor {self.inst.actor_id}: cannot bind {self.addr}: {e}",
-                  file=sys.stderr)
+            _log.error("actor %s: cannot bind %s: %s", self.inst.actor_id, self.addr, e)
             return
         self.sock = sock
         is_async = False
@@ -313,13 +313,13 @@ class ActorHost:
             if owner[0] == "actor" and owner[1] in HOSTS:
                 HOSTS[owner[1]].post("__supervise__", failure)
             elif owner[0] == "actor":
-                print(f"actor {self.inst.actor_id}: owner {owner[1]} is gone; failure "
-                      f"unreported:\n{failure.report()}", file=sys.stderr)
+                _log.error("actor %s: owner %s is gone; failure unreported:\n%s",
+                           self.inst.actor_id, owner[1], failure.report())
             else:
                 supervision.send_failure_to_client(self.node, owner[1], failure)
         except Exception as e:  # noqa: BLE001 - never let reporting kill the thread
-            print(f"actor {self.inst.actor_id}: cannot report its failure ({e}):\n"
-                  f"{failure.report()}", file=sys.stderr)
+            _log.error("actor %s: cannot report its failure (%s):\n%s",
+                       self.inst.actor_id, e, failure.report())
 
     def _cleanup(self, exc) -> None:
         try:
@@ -331,8 +331,8 @@ class ActorHost:
                 ok, v = call_with_timeout(lambda: fn(self.actor, exc), supervise_timeout(),
                                           self.inst)
                 if not ok:
-                    print(f"actor {self.inst.actor_id}: __cleanup__ failed: "
-                          f"{_one_line(v)}", file=sys.stderr)
+                    _log.error("actor %s: __cleanup__ failed: %s", self.inst.actor_id,
+                               _one_line(v))
         finally:
             self.cleaned.set()
 

@@ -48,8 +48,8 @@ def _stop(node, hdr, data, extras) -> None:
         import gc
         gc.collect()                        # actors' __del__ (cycles included)
     except Exception:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
+        from monarch_cy._log import logger
+        logger("actor").exception("stopping this proc's actors failed")
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -106,8 +106,8 @@ def worker_main(cfg: dict) -> None:
         node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
         node.serve_forever()
     except BaseException:
-        import traceback
-        traceback.print_exc()
+        from monarch_cy._log import logger
+        logger("actor").exception("this proc's runtime failed; exiting with status 70")
         os._exit(70)
     os._exit(0)
 

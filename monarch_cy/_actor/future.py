@@ -92,8 +92,8 @@ class Future(Generic[R]):
                 try:
                     cb(self)
                 except Exception:  # a callback must not break the resolver
-                    import traceback
-                    traceback.print_exc()
+                    from monarch_cy._log import logger
+                    logger("actor").exception("a Future's done callback %r raised", cb)
 
     def add_done_callback(self, fn: Callable[["Future"], Any], *, context=None) -> None:
         """Call ``fn(self)`` once resolved.

@@ -124,9 +124,8 @@ def _run(node, st, targets, delay, policy, fut) -> None:
         fut._set_result(list(targets))
     except BaseException as e:  # noqa: BLE001 - delivered through the Future
         if policy and not st.stopped:
-            import sys
-            sys.stderr.write(f"monarch_cy: restart policy of proc mesh {st.name!r} "
-                             f"failed: {e}\n")
+            from monarch_cy._log import logger
+            logger("actor").error("restart policy of proc mesh %r failed: %s", st.name, e)
         fut._set_exception(e)
 
 

@@ -157,7 +157,8 @@ def unhandled_fault_hook(failure: MeshFailure) -> None:
     Default: raise ``SupervisionError`` with the report in the controller's main
     thread.  Assign ``monarch_cy.actor.unhandled_fault_hook`` to change it.
     """
-    sys.stderr.write(f"monarch_cy: unhandled failure: {failure.report()}\n")
+    from monarch_cy._log import logger
+    logger("actor").error("unhandled failure: %s", failure.report())
     _raise_in_main(failure)
 
 
@@ -192,9 +193,8 @@ def _run_hook(failure: MeshFailure) -> None:
     try:
         _current_hook()(failure)
     except BaseException:
-        import traceback
-        sys.stderr.write("monarch_cy: unhandled_fault_hook raised:\n")
-        traceback.print_exc()
+        from monarch_cy._log import logger
+        logger("actor").exception("unhandled_fault_hook raised")
 
 
 # -- the client's side: grace, "seen", "recovered" ----------------------------

@@ -24,6 +24,7 @@ from collections import deque
 
 from monarch_cy._actor.launcher import ProcHandle
 from monarch_cy._hosts import protocol as P
+from monarch_cy._log import logger
 from monarch_cy._hosts.errors import (HostLostError, HostRefusedError,
                                       HostUnreachableError)
 
@@ -378,14 +379,12 @@ class Hub:
                 try:
                     self._event(s)
                 except Exception:
-                    import traceback
-                    traceback.print_exc()
+                    logger("hosts").exception("handling a host agent's message failed")
             while self._cmds:
                 try:
                     self._cmds.popleft()()
                 except Exception:
-                    import traceback
-                    traceback.print_exc()
+                    logger("hosts").exception("a host link command failed")
             now = time.monotonic()
             if now - last >= hb:
                 last = now

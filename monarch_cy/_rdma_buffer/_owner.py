@@ -139,8 +139,8 @@ class OwnerService:
             try:
                 self._handle(req)
             except Exception:   # noqa: BLE001
-                import traceback
-                traceback.print_exc()
+                from monarch_cy._log import logger
+                logger("rdma").exception("serving an RDMA buffer request failed")
 
     def _handle(self, req) -> None:
         op = req[0]

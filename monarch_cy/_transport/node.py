@@ -251,6 +251,7 @@ class Node(SendMixin, PumpMixin):
 
     def _handle_msg(self, frames) -> None:
         """Act on one received message (a reply, a release, a control message)."""
+        kind = None
         try:
             hdr, data = unpack(frames[0])
             kind = hdr[0]
@@ -285,8 +286,8 @@ class Node(SendMixin, PumpMixin):
                 if h is not None:
                     h(self, hdr, data, frames[1:])
         except Exception:
-            import traceback
-            traceback.print_exc()
+            from monarch_cy._log import logger
+            logger("transport").exception("handling a message of kind %r failed", kind)
 
     def proc_failed(self, proc_key: str, cause: str, addrs=()) -> int:
         """THE place where pending calls on a failed proc end (with SupervisionError).

@@ -135,8 +135,8 @@ class PumpMixin:
                 try:
                     keep = cb(sock)
                 except Exception:
-                    import traceback
-                    traceback.print_exc()
+                    from monarch_cy._log import logger
+                    logger("transport").exception("a watch callback raised; watch dropped")
                     keep = False
                 if not keep:
                     self._fds.pop(sock, None)
@@ -311,5 +311,5 @@ def _guard(fn, *args) -> None:
     try:
         fn(*args)
     except Exception:
-        import traceback
-        traceback.print_exc()
+        from monarch_cy._log import logger
+        logger("transport").exception("a callback run by the pump raised")

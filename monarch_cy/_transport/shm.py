@@ -34,7 +34,8 @@ class _Segment:
     def __init__(self, seg_id: int, size: int) -> None:
         self.seg_id = seg_id
         self.size = size
-        self.fd = os.memfd_create(f"monarch_cy-{seg_id}", os.MFD_CLOEXEC)
+        # Named after its owner, so /proc/<pid>/maps tells whose segment a mapping is.
+        self.fd = os.memfd_create(f"monarch_cy-{os.getpid()}-{seg_id}", os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.fd, size)
             try:
