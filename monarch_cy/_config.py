@@ -14,7 +14,7 @@ Rules, the same for every variable:
   other values are stripped first, and choices compare case-insensitively.
 * **A bad value raises** ``ValueError`` naming the variable and quoting the value,
   e.g. ``MONARCH_CY_HOST_TIMEOUT='abc' must be a positive number of seconds``.
-  The job secret is never quoted (:mod:`monarch_cy._hosts.secret` checks it and
+  The job secret is never quoted (:mod:`monarch_cy._transport.secret` checks it and
   names only where it came from).
 
 Types: ``text`` (a path, an address, a name), ``secret`` (text, never echoed),

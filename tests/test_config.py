@@ -155,7 +155,7 @@ def test_get_reads_a_given_mapping_and_refuses_undeclared_names():
 
 
 def test_secret_value_never_in_the_message(env):
-    from monarch_cy._hosts.secret import load_secret
+    from monarch_cy._transport.secret import load_secret
     env.setenv(P + "JOB_SECRET", "s3cr3t-value")
     with pytest.raises(ValueError) as ei:
         load_secret()

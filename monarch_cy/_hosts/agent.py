@@ -42,7 +42,7 @@ import time
 
 from monarch_cy import _config
 from monarch_cy._hosts import protocol as P
-from monarch_cy._hosts.secret import ENV, ENV_FILE, load_secret
+from monarch_cy._transport.secret import ENV, ENV_FILE, load_secret
 
 __all__ = ["Agent", "main"]
 
@@ -236,7 +236,7 @@ class Agent:
                 if s is self.sock:
                     self._drain()
                 elif s is self.zap:
-                    P.serve_zap(self.keys, self.zap)
+                    self.keys.handle_zap(self.zap, P.log_refusal)
                 elif s is self.mon.sock:
                     for ev in self.mon.drain():
                         if ev == "refused" and self.connect:

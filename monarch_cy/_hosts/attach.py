@@ -148,7 +148,7 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
     from monarch_cy._actor.future import Future
     from monarch_cy._actor.proc_mesh import HostMesh
     from monarch_cy._actor.shape import Shape
-    from monarch_cy._hosts.secret import load_secret
+    from monarch_cy._transport.secret import load_secret
     if ca not in (None, "trust_all_connections") or private_key is not None:
         raise ValueError("monarch_cy authenticates hosts with the job secret "
                          "(secret=, MONARCH_CY_JOB_SECRET_FILE); ca and private_key are "

@@ -87,7 +87,7 @@ class KubernetesJob(JobTrait):
         if self._dialin is not None:
             return
         from monarch_cy._hosts.attach import ensure_controller_node, get_hub
-        from monarch_cy._hosts.secret import load_secret
+        from monarch_cy._transport.secret import load_secret
         node = ensure_controller_node(None, load_secret(),
                                       host=_config.host())
         hub = get_hub(node)

@@ -398,7 +398,7 @@ class Hub:
             except BlockingIOError:
                 pass
         elif s is self.zap:
-            P.serve_zap(self.keys, self.zap)
+            self.keys.handle_zap(self.zap, P.log_refusal)
         elif s is self.router:
             while True:
                 try:

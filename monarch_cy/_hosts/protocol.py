@@ -33,7 +33,7 @@ from monarch_cy import _config
 
 __all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "EXIT", "ERROR",
            "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
-           "serve_zap", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS", "log"]
+           "log_refusal", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS", "log"]
 
 HELLO, SPAWN, KILL, HB, BYE, STARTED, EXIT, ERROR = (
     "hello", "spawn", "kill", "hb", "bye", "started", "exit", "error")
@@ -88,25 +88,10 @@ def local_ip_towards(host: str) -> str:
         return s.getsockname()[0]
 
 
-def serve_zap(keys, zap_sock) -> None:
-    """Answer pending ZAP requests like :meth:`JobKeys.handle_zap`, logging refusals
+def log_refusal(peer: str) -> None:
+    """``on_refused`` for :meth:`JobKeys.handle_zap`: a host's refusals are logged
     with the peer's address."""
-    import hmac
-    import zmq
-    while True:
-        try:
-            msg = zap_sock.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
-            return
-        version, request_id = msg[0], msg[1]
-        peer = msg[3].decode(errors="replace") if len(msg) > 3 else "?"
-        mechanism = msg[5] if len(msg) > 5 else b""
-        creds = msg[6] if len(msg) > 6 else b""
-        ok = mechanism == b"CURVE" and hmac.compare_digest(creds, keys.public_raw)
-        if not ok:
-            log.warning("refused a connection from %s: not a member of this job", peer)
-        zap_sock.send_multipart([version, request_id, b"200" if ok else b"400",
-                                 b"OK" if ok else b"not a member of this job", b"", b""])
+    log.warning("refused a connection from %s: not a member of this job", peer)
 
 
 class Monitor:

@@ -140,7 +140,7 @@ class SlurmJob(JobTrait):
         env = dict(os.environ)
         env.pop("MONARCH_CY_JOB_SECRET_FILE", None)
         if self.secret_file:
-            from monarch_cy._hosts.secret import write_secret_file
+            from monarch_cy._transport.secret import write_secret_file
             write_secret_file(self.secret_file, node.keys.secret)
             env["MONARCH_CY_JOB_SECRET_FILE"] = self.secret_file
             env.pop("MONARCH_CY_JOB_SECRET", None)

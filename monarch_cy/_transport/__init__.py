@@ -12,6 +12,7 @@ Modules, from the bottom up:
 * :mod:`.wire` — serialization: cloudpickle (by value for ``__main__``, locals,
   lambdas), protocol-5 out-of-band buffers, torch tensors' own reduction with CPU
   storages out of band.
+* :mod:`.secret` — the job secret: made, passed to procs, read by host agents.
 * :mod:`.auth` — the job secret's keys (CurveZMQ, ZAP) and the proof a same-host
   peer gives before anything it sends is unpickled.
 * :mod:`.unix_records` — framing of records on AF_UNIX seqpacket sockets (one,

@@ -16,7 +16,6 @@ unauthenticated peer sends is ever deserialized; a failed handshake drops the pe
 from __future__ import annotations
 
 import hmac
-import os
 
 __all__ = ["JobKeys", "ZAP_ENDPOINT"]
 
@@ -31,7 +30,8 @@ class JobKeys:
 
     def __init__(self, secret: bytes | None = None) -> None:
         if secret is None:
-            secret = os.urandom(32)
+            from monarch_cy._transport.secret import new_secret
+            secret = new_secret()
         if len(secret) != 32:
             raise ValueError(f"job secret must be 32 bytes, not {len(secret)}")
         self.secret = bytes(secret)
@@ -76,8 +76,10 @@ class JobKeys:
         sock.curve_publickey = self.public_z85
         sock.curve_secretkey = self.secret_z85
 
-    def handle_zap(self, zap_sock) -> None:
-        """Answer every pending ZAP request on ``zap_sock`` (a bound REP socket)."""
+    def handle_zap(self, zap_sock, on_refused=None) -> None:
+        """Answer every pending ZAP request on ``zap_sock`` (a bound REP socket),
+        without blocking: a CURVE peer holding this job's key is accepted, anything
+        else refused.  ``on_refused(peer_address)`` is called for each refusal."""
         import zmq
         while True:
             try:
@@ -88,6 +90,8 @@ class JobKeys:
             mechanism = msg[5] if len(msg) > 5 else b""
             creds = msg[6] if len(msg) > 6 else b""
             ok = mechanism == b"CURVE" and hmac.compare_digest(creds, self.public_raw)
+            if not ok and on_refused is not None:
+                on_refused(msg[3].decode(errors="replace") if len(msg) > 3 else "?")
             zap_sock.send_multipart([version, request_id, b"200" if ok else b"400",
                                      b"OK" if ok else b"not a member of this job",
                                      b"", b""])

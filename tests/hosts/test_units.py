@@ -11,7 +11,7 @@ import pytest
 
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.kubernetes import load_manifest, read_hosts
-from monarch_cy._hosts.secret import load_secret, parse_secret, write_secret_file
+from monarch_cy._transport.secret import load_secret, parse_secret, write_secret_file
 from monarch_cy._hosts.slurm import SlurmJob
 from monarch_cy.job import SchedulerError
 

@@ -1,6 +1,8 @@
-"""The job secret outside the controller: read from a file or the environment.
+"""The job secret: made once per job, passed to procs, read by host agents.
 
-Agents authenticate exactly like procs: a CurveZMQ keypair derived from the job's
+The controller makes it (:func:`new_secret`, 32 random bytes) when its node starts
+(:class:`monarch_cy._transport.auth.JobKeys` derives the keys); the procs it starts
+get it in their start-up config, never on a command line.  Agents authenticate exactly like procs: a CurveZMQ keypair derived from the job's
 32-byte secret (:class:`monarch_cy._transport.auth.JobKeys`).  An agent started by hand
 or by a scheduler reads that secret from
 
@@ -27,6 +29,7 @@ ENV_FILE = "MONARCH_CY_JOB_SECRET_FILE"
 
 
 def new_secret() -> bytes:
+    """A fresh job secret: 32 bytes from the OS's CSPRNG."""
     return os.urandom(32)
 
 
