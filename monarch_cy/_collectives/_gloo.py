@@ -17,6 +17,13 @@ Differences from the common semantics (:mod:`monarch_cy._collectives._group`):
   operation raises ``CollectiveError``; a peer that is alive but stuck is
   caught by the timeout (``CollectiveTimeout``).  Either way the group is
   aborted.
+* Lifetime (:class:`monarch_cy._resource.Abortable`): ``close()`` and
+  ``abort()`` both call ``ProcessGroupGloo.shutdown()`` (its ``abort()`` can
+  break the process's other gloo groups) and drop the process group, whose
+  destructor ends gloo's threads and sockets.  A group dropped unclosed gets
+  the same from its finalizer.  In a forked child nothing is released and the
+  process group is kept alive for good: its destructor would join threads the
+  child does not have, and hang.
 """
 
 from __future__ import annotations
@@ -48,6 +55,15 @@ def _torch_op(op: ReduceOp):
         ReduceOp.MIN: dist.ReduceOp.MIN,
         ReduceOp.PROD: dist.ReduceOp.PRODUCT,
     }[op]
+
+
+def _shutdown(pg: Any) -> None:
+    """What ``close()``, ``abort()`` and the finalizer run (``GlooGroup._own``);
+    best effort: the group is gone either way once the last reference drops."""
+    try:
+        pg.shutdown()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _divide(tensor, size: int) -> None:
@@ -90,6 +106,7 @@ class GlooGroup(Group):
     """
 
     backend = "gloo"
+    _pin_in_child = True  # dropping a ProcessGroupGloo in a forked child hangs
 
     def __init__(
         self,
@@ -130,6 +147,7 @@ class GlooGroup(Group):
             cls = CollectiveTimeout if "imeout" in msg or "timed out" in msg else CollectiveError
             args = ("init", f"rank {self.rank}: {msg}") + ((self.timeout,) if cls is CollectiveTimeout else ())
             raise cls(*args) from None
+        self._own(_shutdown, self._pg)
 
     @classmethod
     def _child(cls, parent: "GlooGroup", rank: int, size: int, prefix: str) -> "GlooGroup":
@@ -149,7 +167,7 @@ class GlooGroup(Group):
         return CollectiveError(op, f"{msg}; group aborted")
 
     def _run(self, op: str, start: Callable[[], Any], async_op: bool, finish=None):
-        self._check_usable()
+        self._check_open()
         try:
             w = start()
         except (ValueError, TypeError):
@@ -163,7 +181,7 @@ class GlooGroup(Group):
         return None
 
     def _tensor(self, t: Any, param: str, stream: Any, dtype: Any) -> Buffer:
-        self._check_usable()
+        self._check_open()
         if stream is not None:
             raise ValueError(f"stream must be None for gloo (CPU work has no stream), got {stream!r}")
         b = describe(t, param, dtype=dtype)
@@ -277,7 +295,7 @@ class GlooGroup(Group):
         """Return once every rank has entered the barrier (bounded by ``timeout``)."""
         import torch.distributed as dist
 
-        self._check_usable()
+        self._check_open()
         opts = dist.BarrierOptions()
         try:
             w = self._pg.barrier(opts)
@@ -290,7 +308,7 @@ class GlooGroup(Group):
         ``(key, rank)`` (``key`` defaults to this rank).  ``color=None`` (or
         negative) joins none and gets ``None``.  Blocks until all ranks called it.
         """
-        self._check_usable()
+        self._check_open()
         c = -1 if color is None else color
         k = self.rank if key is None else key
         for name, v in (("color", c), ("key", k)):
@@ -310,31 +328,13 @@ class GlooGroup(Group):
         new_rank = [r for _, r in members].index(self.rank)
         return GlooGroup._child(self, new_rank, len(members), f"{self._prefix}/split{seq}/c{c}")
 
-    # -- teardown --------------------------------------------------------
+    # -- teardown (Abortable; see the module doc) ------------------------------
     def close(self) -> None:
         """Release the group (idempotent).  Work already waited for is complete."""
-        if self._closed:
-            return
-        self._closed = True
-        pg, self._pg = getattr(self, "_pg", None), None
-        if pg is not None and hasattr(pg, "shutdown"):
-            try:
-                pg.shutdown()
-            except Exception:  # noqa: BLE001 - best effort: the group is gone either way
-                pass
+        super().close()
+        self._pg = None
 
     def abort(self, reason: str = "abort() was called") -> None:
         """Cancel pending work and release the group at once (idempotent, any thread)."""
-        if self._aborted is not None or self._closed:
-            return  # after close() there is nothing left to abort
-        self._mark_aborted(reason)
-        pg, self._pg = getattr(self, "_pg", None), None
-        if pg is not None:
-            for name in ("shutdown",):  # ProcessGroupGloo.abort() may break other gloo groups too
-                fn = getattr(pg, name, None)
-                if fn is not None:
-                    try:
-                        fn()
-                        break
-                    except Exception:  # noqa: BLE001
-                        continue
+        super().abort(reason)
+        self._pg = None

@@ -21,9 +21,15 @@ Semantics shared by all backends (each backend documents only what differs):
   ``timeout`` raises :class:`CollectiveTimeout`, and a peer that died raises
   :class:`CollectiveError`; either way the group is then aborted and every
   later call raises :class:`GroupAbortedError`.
-* ``close()`` releases the group after pending work (idempotent); ``abort()``
-  releases it at once, cancelling pending work (idempotent, callable from
-  another thread).  Using a closed group raises ``ResourceClosedError``.
+* Lifetime (:class:`monarch_cy._resource.Abortable`): ``close()`` releases
+  the group after pending work (idempotent); ``abort()`` releases it at once,
+  cancelling pending work (idempotent, callable from another thread, nothing
+  to do after ``close()``).  Using a closed group raises
+  ``ResourceClosedError``, an aborted one :class:`GroupAbortedError` (a
+  ``ResourceClosedError``).  A group dropped without either is released by
+  its finalizer as ``abort()`` releases it (quietly; never in a forked child,
+  never at interpreter shutdown).  A child of ``split()`` keeps its parent
+  alive; closing the parent does not close it.
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ import enum
 import operator
 from typing import Any
 
-from monarch_cy._errors import ResourceClosedError
 from monarch_cy._collectives._errors import GroupAbortedError
+from monarch_cy._resource import Abortable
 
 __all__ = ["ReduceOp", "Work", "Group", "as_reduce_op", "check_rank"]
 
@@ -94,16 +100,19 @@ class _DoneWork(Work):
         return True
 
 
-class Group:
-    """Base of every backend's group.  Subclasses implement the ``_op`` hooks.
+class Group(Abortable):
+    """Base of every backend's group.  Subclasses implement the ``_op`` hooks and
+    own their resource through :class:`~monarch_cy._resource.Abortable`.
 
     Attributes: ``backend`` ("nccl" or "gloo"), ``rank``, ``size``,
     ``timeout`` (seconds), ``closed``, ``aborted`` (the reason, or ``None``).
     """
 
     backend = "?"
+    _aborted_error = GroupAbortedError
 
     def __init__(self, rank: int, size: int, timeout: float, check: bool = False) -> None:
+        Abortable.__init__(self)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"world_size must be an int >= 1, got {size!r}")
         self.rank = check_rank(rank, size, "rank")
@@ -112,36 +121,10 @@ class Group:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self.timeout = float(timeout)
         self.check = bool(check)
-        self._closed = False
-        self._aborted: str | None = None
 
-    # -- state ---------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def aborted(self) -> str | None:
-        return self._aborted
-
-    def _check_usable(self) -> None:
-        if self._aborted is not None:
-            raise GroupAbortedError(f"{type(self).__name__} was aborted: {self._aborted}")
-        if self._closed:
-            raise ResourceClosedError(f"{type(self).__name__} is closed")
-
-    def _mark_aborted(self, reason: str) -> None:
-        if self._aborted is None:
-            self._aborted = reason
-        self._closed = True
-
-    def __enter__(self):
-        self._check_usable()
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, *exc: object) -> None:
         # An exception may mean peers are stuck mid-operation: abort, never wait.
-        if exc_type is not None:
+        if exc and exc[0] is not None:
             self.abort()
         else:
             self.close()
@@ -193,12 +176,6 @@ class Group:
         raise NotImplementedError
 
     def split(self, color: int | None, key: int | None = None) -> "Group | None":
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def abort(self) -> None:
         raise NotImplementedError
 
 

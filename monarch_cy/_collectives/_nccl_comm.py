@@ -23,6 +23,10 @@ Bounded waiting, thought through:
 * A ``Work`` dropped before it completed hands its event and its buffers to the
   communicator, which frees them once the device is done: at its next operation,
   or at ``close()`` (which waits for them).  After ``abort()`` they are not freed.
+* Lifetime (:class:`monarch_cy._resource.Abortable`): ``close()`` is
+  ``ncclCommDestroy`` after the enqueued work; ``abort()`` and the finalizer of
+  a communicator dropped unclosed are ``ncclCommAbort``, which never waits for
+  peers.  A forked child frees nothing (the parent owns the communicator).
 
 ``async_op=False`` makes the host wait for the operation (as gloo does), so
 code is identical on both backends; for overlap pass ``async_op=True`` and wait
@@ -34,8 +38,6 @@ tensors, and the legacy default stream for ``monarch_cy.gpu`` memory; a
 from __future__ import annotations
 
 import time
-import weakref
-import os
 from typing import Any
 
 from monarch_cy._collectives._buffers import Buffer, check_gather_sizes, describe
@@ -63,18 +65,15 @@ def _rt():
     return shim()
 
 
-def _abort_quietly(handle: int, pid: int) -> None:
-    """Finalizer: abort (never blocks on peers); not in a forked child or at shutdown."""
-    import sys
+def _comm_abort(handle: int) -> None:
+    """What ``abort()`` and the finalizer run (``NcclCommunicator._own``):
+    ``ncclCommAbort``, which never waits for peers."""
+    from monarch_cy import _nccl_shim
 
-    if os.getpid() != pid or sys.is_finalizing():
-        return
     try:
-        from monarch_cy import _nccl_shim
-
         _nccl_shim.commAbort(handle)
-    except BaseException:  # noqa: BLE001 - a finalizer must not raise
-        pass
+    except NcclError:
+        pass  # aborting a broken communicator may report the breakage again
 
 
 class _NcclWork(Work):
@@ -175,15 +174,13 @@ class NcclCommunicator(Group):
 
     def _adopt(self, handle: int) -> None:
         self._handle = handle
-        self._owner_pid = os.getpid()
-        self._fin = weakref.finalize(self, _abort_quietly, handle, self._owner_pid)
-        self._fin.atexit = False
         self._barrier_buf = None
+        self._own(_comm_abort, handle)
 
     @property
     def handle(self) -> int:
         """The raw ``ncclComm_t`` (for the flat tier); raises once closed."""
-        self._check_usable()
+        self._check_open()
         return self._handle
 
     # -- waiting ----------------------------------------------------------
@@ -214,14 +211,14 @@ class NcclCommunicator(Group):
 
     def check(self) -> None:
         """Raise (and abort) if the communicator has an asynchronous error; never blocks."""
-        self._check_usable()
+        self._check_open()
         state = _nccl().commGetAsyncError(self._handle)
         if state not in (0, _IN_PROGRESS):
             self._poll("check", 0.0, None)
 
     # -- arguments ----------------------------------------------------------
     def _buf(self, buf: Any, param: str, dtype: Any) -> Buffer:
-        self._check_usable()
+        self._check_open()
         b = describe(buf, param, dtype=dtype)
         if b.device != self.device:
             where = "the host" if b.device is None else f"device {b.device}"
@@ -367,7 +364,7 @@ class NcclCommunicator(Group):
 
     def barrier(self, *, timeout: float | None = None) -> None:
         """Return once every rank reached the barrier: a 1-element all-reduce, waited for."""
-        self._check_usable()
+        self._check_open()
         if self._barrier_buf is None:
             from monarch_cy.gpu import DeviceBuffer
 
@@ -380,7 +377,7 @@ class NcclCommunicator(Group):
     def split(self, color: int | None, key: int | None = None) -> "NcclCommunicator | None":
         """Collective (``ncclCommSplit``): ranks with the same ``color`` form a new
         communicator ordered by ``(key, rank)``; ``color=None`` gets ``None``."""
-        self._check_usable()
+        self._check_open()
         c = -1 if color is None else color
         k = self.rank if key is None else key
         for name, v in (("color", c), ("key", k)):
@@ -401,11 +398,11 @@ class NcclCommunicator(Group):
         if not handle:
             return None
         child = NcclCommunicator.__new__(NcclCommunicator)
+        Group.__init__(child, 0, 1, self.timeout, self.check)  # rank/size fixed below
+        child._adopt(handle)
         child.device, child.nonblocking = self.device, self.nonblocking
         child._orphans = []
         child._parent = self
-        child._adopt(handle)
-        Group.__init__(child, 0, 1, self.timeout, self.check)  # rank/size fixed below
         if self.nonblocking:
             child._poll("split", self.timeout, None)
         child.size = nccl.commCount(handle)
@@ -430,15 +427,10 @@ class NcclCommunicator(Group):
                 pass
         self._orphans.extend(pending)
 
-    # -- teardown -------------------------------------------------------------
-    def close(self) -> None:
-        """Destroy the communicator after its enqueued work (``ncclCommDestroy``); idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        fin = getattr(self, "_fin", None)
-        if fin is None or fin.detach() is None or os.getpid() != self._owner_pid:
-            return  # in a forked child the parent owns the communicator
+    # -- teardown (close/abort: Abortable) -----------------------------------
+    def _close_owned(self, abort, args) -> None:
+        """``close()`` in the owning process: free the barrier buffer, wait for the
+        works dropped unwaited, then ``ncclCommDestroy`` (after enqueued work)."""
         if self._barrier_buf is not None:
             self._barrier_buf.close()
         from monarch_cy.gpu._device import on_device
@@ -446,21 +438,6 @@ class NcclCommunicator(Group):
         with on_device(self.device):
             self._sweep_orphans(wait=True)
             _nccl().commDestroy(self._handle)
-
-    def abort(self, reason: str = "abort() was called") -> None:
-        """Stop all work at once and free the communicator (``ncclCommAbort``);
-        idempotent and callable from any thread."""
-        if self._aborted is not None or self._closed:
-            return  # after close() there is nothing left to abort
-        already_closed = False
-        self._mark_aborted(reason)
-        fin = getattr(self, "_fin", None)
-        if already_closed or fin is None or fin.detach() is None or os.getpid() != self._owner_pid:
-            return
-        try:
-            _nccl().commAbort(self._handle)
-        except NcclError:
-            pass  # aborting a broken communicator may report the breakage again
 
 
 def _addr_of(buf: bytearray) -> int:
