@@ -152,7 +152,7 @@ class GlooGroup(Group):
     @classmethod
     def _child(cls, parent: "GlooGroup", rank: int, size: int, prefix: str) -> "GlooGroup":
         self = cls.__new__(cls)
-        Group.__init__(self, rank, size, parent.timeout, parent.check)
+        Group.__init__(self, rank, size, parent.timeout, parent._check_args)
         self._parent = parent  # strong reference up: the store lives in the parent's chain
         self._init_pg(parent._store, prefix)
         return self
@@ -314,11 +314,11 @@ class GlooGroup(Group):
         for name, v in (("color", c), ("key", k)):
             if isinstance(v, bool) or not isinstance(v, int) or not -(2**62) < v < 2**62:
                 raise TypeError(f"{name} must be an int (or None for color), got {v!r}")
-        was, self.check = self.check, False
+        was, self._check_args = self._check_args, False
         try:
             rows = self._exchange_ints([c, k])
         finally:
-            self.check = was
+            self._check_args = was
         with self._lock:
             seq = self._splits
             self._splits += 1

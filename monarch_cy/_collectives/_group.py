@@ -120,7 +120,7 @@ class Group(Abortable):
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self.timeout = float(timeout)
-        self.check = bool(check)
+        self._check_args = bool(check)
 
     def __exit__(self, *exc: object) -> None:
         # An exception may mean peers are stuck mid-operation: abort, never wait.
@@ -136,7 +136,7 @@ class Group(Abortable):
     # -- consistency check (opt-in) -------------------------------------
     def _agree(self, opname: str, *fields: int) -> None:
         """With ``check=True``: all ranks must pass equal ``fields`` for ``opname``."""
-        if not self.check or self.size == 1:
+        if not self._check_args or self.size == 1:
             return
         rows = self._exchange_ints([_OPCODES[opname], *fields])
         mine = rows[self.rank]

@@ -398,7 +398,7 @@ class NcclCommunicator(Group):
         if not handle:
             return None
         child = NcclCommunicator.__new__(NcclCommunicator)
-        Group.__init__(child, 0, 1, self.timeout, self.check)  # rank/size fixed below
+        Group.__init__(child, 0, 1, self.timeout, self._check_args)  # rank/size fixed below
         child._adopt(handle)
         child.device, child.nonblocking = self.device, self.nonblocking
         child._orphans = []

@@ -120,3 +120,19 @@ def test_split_child_owns_its_handle(calls, monkeypatch):
     assert calls == [("abort", 17)]  # the child's own finalizer, not the parent's
     parent.close()
     assert calls == [("abort", 17), ("destroy", 16)]
+
+
+def test_check_is_callable_and_reports_an_async_error(calls, monkeypatch):
+    # Group's `check=` argument once shadowed the documented comm.check() method.
+    c = _comm(21)
+    state = {"err": 0}
+    fake = SimpleNamespace(commGetAsyncError=lambda h: state["err"],
+                           commDestroy=lambda h: calls.append(("destroy", h)))
+    monkeypatch.setattr(_nccl_comm, "_nccl", lambda: fake)
+    assert callable(c.check) and c.check() is None          # no error: returns
+    polled = []
+    monkeypatch.setattr(c, "_poll", lambda op, limit, ev: polled.append(op))
+    state["err"] = 5
+    c.check()
+    assert polled == ["check"]                              # an error goes to _poll
+    c.close()
