@@ -35,6 +35,7 @@ import threading
 from collections import deque
 from itertools import count
 
+from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
 from monarch_cy._transport.protocol import PROC_DEAD, RELEASE, REPLY, WAKE, pack, unpack
@@ -46,8 +47,15 @@ __all__ = ["Node", "set_node", "current_node"]
 _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python layers
 
 
-class Node(SendMixin, PumpMixin):
-    """Per-process messaging endpoint (see the module docstring)."""
+class Node(Owned, SendMixin, PumpMixin):
+    """Per-process messaging endpoint (see the module docstring).
+
+    Lifetime (:class:`monarch_cy._resource.Owned`): :meth:`close` shuts it down in
+    order (wakes and joins the I/O thread, flushes outlets, closes sockets, the
+    zmq context and the shm pool, removes its socket files) and is idempotent; a
+    node dropped without ``close()`` has its sockets and fds closed by its finalizer;
+    in a forked child neither frees anything (the parent owns it).
+    """
 
     def __init__(self, addr: str, keys: JobKeys, *, rundir: str, is_controller: bool,
                  proc_key: str | None = None, direct_addr: str | None = None,
@@ -55,6 +63,7 @@ class Node(SendMixin, PumpMixin):
         # How a reply the transport cannot carry reaches the caller:
         # remote_error(exception or None, text, actor, rank) -> the exception to
         # deliver (the actor model passes its ActorError).
+        Owned.__init__(self)
         self.remote_error = remote_error or _plain_error
         self.keys = keys
         self.addr = addr
@@ -109,12 +118,13 @@ class Node(SendMixin, PumpMixin):
         self.pool = shm.ShmPool()
         self.handlers = {}            # extra kinds -> fn(node, hdr, frames)
         self._mu = threading.Lock()
-        self._closed = False
         self._io_thread = None
         self._io_ident = None
         self._direct_timeout = -1     # ZMQ_RCVTIMEO now set on direct (ms)
         self._wake_msg = pack((WAKE,))
         self.on_proc_failed = []      # callbacks(proc_key, cause), run in the pump
+        self._own(_release_unclosed, (self.inbox, self.direct, self._zap),
+                  self._wake_fd, self.pool)
 
     # -- sockets -----------------------------------------------------------
     def _ensure_zmq(self):
@@ -321,11 +331,9 @@ class Node(SendMixin, PumpMixin):
         """``proc_key`` names a live proc again (it was respawned): calls reach it."""
         self.dead.pop(proc_key, None)
 
-    def close(self) -> None:
-        """Close every socket and the context. Idempotent; pending ports are dropped."""
-        if self._closed:
-            return
-        self._closed = True
+    def _close_owned(self, release, args) -> None:
+        """``close()``: every socket and the context, in order; pending ports are
+        dropped."""
         self.wake()
         self.wake_direct()
         if self._io_thread is not None and self._io_thread is not threading.current_thread():
@@ -347,6 +355,15 @@ class Node(SendMixin, PumpMixin):
                     os.unlink(a[6:])
                 except OSError:
                     pass
+
+
+def _release_unclosed(socks, wake_fd, pool) -> None:
+    """Finalizer of a node dropped without close(): its sockets and fds."""
+    for s in socks:
+        if s is not None:
+            s.close(linger=0)
+    os.close(wake_fd)
+    pool.close()
 
 
 def _plain_error(exc, text, actor="", rank=None):
