@@ -8,6 +8,13 @@ rebuilds them from the constructor arguments, never from ``args`` guesses).
 Where a builtin names the same failure, the error also subclasses it
 (``OutOfMemoryError`` is a ``MemoryError``), so ``except MemoryError`` keeps
 working for code that does not know monarch_cy.
+
+This module is flat: it imports nothing of monarch_cy, so the flat Cython tiers
+(``_hip_shim``, ``_nccl_shim``, ``_rdma``) raise the errors defined here and
+import nothing above themselves.  Errors whose documented home is a subsystem
+are defined here and re-exported there: the verbs errors (:mod:`monarch_cy._verbs`)
+and the NCCL errors, whose ``__module__`` stays :mod:`monarch_cy._collectives._errors`
+(their public home, ``monarch_cy.collectives``; pickles and tracebacks name it).
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ __all__ = [
     "VerbsError",
     "VerbsUnavailable",
     "VerbsTimeout",
+    "NcclError",
+    "NcclUnavailable",
+    "NCCL_RESULT_NAMES",
 ]
 
 
@@ -130,3 +140,67 @@ class VerbsUnavailable(VerbsError, RuntimeError):
 
 class VerbsTimeout(VerbsError, TimeoutError):
     """Work completions did not all arrive before the deadline."""
+
+
+# ncclResult_t: the same values in NCCL and RCCL (proved by mcy_nccl_names.h).
+NCCL_RESULT_NAMES = {
+    0: "ncclSuccess",
+    1: "ncclUnhandledCudaError",
+    2: "ncclSystemError",
+    3: "ncclInternalError",
+    4: "ncclInvalidArgument",
+    5: "ncclInvalidUsage",
+    6: "ncclRemoteError",
+    7: "ncclInProgress",
+    8: "ncclTimeout",
+}
+
+_NCCL_HOME = "monarch_cy._collectives._errors"      # where users import them from
+
+
+class NcclError(MonarchCyError):
+    """An NCCL/RCCL call failed.
+
+    Attributes:
+        result: the numeric ``ncclResult_t``.
+        name: its name (``ncclInvalidUsage``), ``"nccl result N"`` if unknown.
+        message: ``ncclGetErrorString`` for the result.
+        last_error: ``ncclGetLastError`` text at the time (may be ``""``).
+        call: the failing function without its prefix (``"CommInitRank"``).
+    """
+
+    __module__ = _NCCL_HOME
+
+    def __init__(self, result: int, message: str = "", last_error: str = "", call: str = "") -> None:
+        self.result = int(result)
+        self.name = NCCL_RESULT_NAMES.get(self.result, f"nccl result {self.result}")
+        self.message = str(message)
+        self.last_error = str(last_error)
+        self.call = str(call)
+        where = f"nccl{call}: " if call else ""
+        text = f"{where}{self.name} ({self.result})"
+        if self.message:
+            text += f": {self.message}"
+        if self.last_error:
+            text += f" (last error: {self.last_error})"
+        super().__init__(text)
+
+    def __reduce__(self):
+        return (type(self), (self.result, self.message, self.last_error, self.call))
+
+
+class NcclUnavailable(MonarchCyError, RuntimeError):
+    """No usable NCCL/RCCL library.  ``tried`` lists every place looked at, in order."""
+
+    __module__ = _NCCL_HOME
+
+    def __init__(self, message: str, tried: tuple[str, ...] = ()) -> None:
+        self.message = str(message)
+        self.tried = tuple(tried)
+        text = self.message
+        if self.tried:
+            text += "\nPlaces tried, in order:\n" + "\n".join(f"  - {t}" for t in self.tried)
+        super().__init__(text)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.tried))

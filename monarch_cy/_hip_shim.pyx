@@ -24,6 +24,11 @@ Binding: :mod:`monarch_cy._runtime` finds and opens the library (ctypes does the
 finding and opening only), resolves one address per entry of
 :func:`function_names`, and hands them to :func:`bind` with the platform's
 vendor-specific values (:mod:`monarch_cy._platform_tables`).
+
+Flat: this tier imports nothing of monarch_cy but the flat :mod:`monarch_cy._errors`.
+Cython code can ``cimport`` it: ``_hip_shim.pxd`` declares the types,
+:func:`runtime_table`, :func:`driver_table`, :func:`check_status` and
+:func:`check_driver_status`.
 """
 
 from libc.stdint cimport uintptr_t
@@ -48,75 +53,16 @@ from monarch_cy._errors import (
     OutOfMemoryError,
 )
 
+# The types (cudaError_t, the function tables...) are declared in _hip_shim.pxd;
+# the tables themselves stay here: they are static in the header, so every C file
+# that includes it has its own copy, and other modules reach these through
+# runtime_table() / driver_table() (see the .pxd).
 cdef extern from "mcy_cuda_names.h" nogil:
-    ctypedef int cudaError_t
-    ctypedef void* cudaStream_t
-    ctypedef void* cudaEvent_t
-    ctypedef struct cudaIpcMemHandle_t:
-        char reserved[64]
-
-    ctypedef struct mcy_rt_fns:
-        cudaError_t (*GetDeviceCount)(int*) noexcept nogil
-        cudaError_t (*GetDevice)(int*) noexcept nogil
-        cudaError_t (*SetDevice)(int) noexcept nogil
-        cudaError_t (*DeviceSynchronize)() noexcept nogil
-        cudaError_t (*GetDeviceProperties)(void*, int) noexcept nogil
-        cudaError_t (*DeviceGetAttribute)(int*, int, int) noexcept nogil
-        cudaError_t (*DeviceGetPCIBusId)(char*, int, int) noexcept nogil
-        cudaError_t (*DeviceCanAccessPeer)(int*, int, int) noexcept nogil
-        cudaError_t (*DeviceEnablePeerAccess)(int, unsigned int) noexcept nogil
-        cudaError_t (*RuntimeGetVersion)(int*) noexcept nogil
-        cudaError_t (*DriverGetVersion)(int*) noexcept nogil
-        cudaError_t (*MemGetInfo)(size_t*, size_t*) noexcept nogil
-        cudaError_t (*Malloc)(void**, size_t) noexcept nogil
-        cudaError_t (*Free)(void*) noexcept nogil
-        cudaError_t (*HostAlloc)(void**, size_t, unsigned int) noexcept nogil
-        cudaError_t (*FreeHost)(void*) noexcept nogil
-        cudaError_t (*HostRegister)(void*, size_t, unsigned int) noexcept nogil
-        cudaError_t (*HostUnregister)(void*) noexcept nogil
-        cudaError_t (*Memcpy)(void*, const void*, size_t, int) noexcept nogil
-        cudaError_t (*MemcpyAsync)(void*, const void*, size_t, int, cudaStream_t) noexcept nogil
-        cudaError_t (*Memset)(void*, int, size_t) noexcept nogil
-        cudaError_t (*MemsetAsync)(void*, int, size_t, cudaStream_t) noexcept nogil
-        cudaError_t (*StreamCreateWithFlags)(cudaStream_t*, unsigned int) noexcept nogil
-        cudaError_t (*StreamDestroy)(cudaStream_t) noexcept nogil
-        cudaError_t (*StreamSynchronize)(cudaStream_t) noexcept nogil
-        cudaError_t (*StreamQuery)(cudaStream_t) noexcept nogil
-        cudaError_t (*StreamWaitEvent)(cudaStream_t, cudaEvent_t, unsigned int) noexcept nogil
-        cudaError_t (*EventCreateWithFlags)(cudaEvent_t*, unsigned int) noexcept nogil
-        cudaError_t (*EventRecord)(cudaEvent_t, cudaStream_t) noexcept nogil
-        cudaError_t (*EventSynchronize)(cudaEvent_t) noexcept nogil
-        cudaError_t (*EventQuery)(cudaEvent_t) noexcept nogil
-        cudaError_t (*EventElapsedTime)(float*, cudaEvent_t, cudaEvent_t) noexcept nogil
-        cudaError_t (*EventDestroy)(cudaEvent_t) noexcept nogil
-        cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t*, void*) noexcept nogil
-        cudaError_t (*IpcOpenMemHandle)(void**, cudaIpcMemHandle_t, unsigned int) noexcept nogil
-        cudaError_t (*IpcCloseMemHandle)(void*) noexcept nogil
-        cudaError_t (*PointerGetAttributes)(void*, const void*) noexcept nogil
-        cudaError_t (*GetLastError)() noexcept nogil
-        cudaError_t (*PeekAtLastError)() noexcept nogil
-        const char* (*GetErrorName)(cudaError_t) noexcept nogil
-        const char* (*GetErrorString)(cudaError_t) noexcept nogil
-
-    ctypedef union mcy_rt_table:
-        mcy_rt_fns fn
-        void* slot[1]
-
-    ctypedef unsigned long long mcy_devptr_t
-    ctypedef struct mcy_drv_fns:
-        int (*Init)(unsigned int) noexcept nogil
-        int (*MemGetAddressRange)(mcy_devptr_t*, size_t*, mcy_devptr_t) noexcept nogil
-        int (*MemGetHandleForAddressRange)(void*, mcy_devptr_t, size_t, int, unsigned long long) noexcept nogil
-        int (*GetErrorName)(int, const char**) noexcept nogil
-    ctypedef union mcy_drv_table:
-        mcy_drv_fns fn
-        void* slot[1]
     enum: MCY_DRV_NFUNCS
     enum: MCY_RANGE_HANDLE_DMA_BUF_FD
     const char* const mcy_drv_cuda_names[]
     const char* const mcy_drv_hip_names[]
     mcy_drv_table mcy_drv
-
     enum: MCY_RT_NFUNCS
     enum: MCY_SUCCESS
     enum: MCY_ERROR_MEMORY_ALLOCATION
@@ -351,6 +297,36 @@ cdef int _fail(cudaError_t st, str call) except -1:
 cdef inline int _check(cudaError_t st, str call) except -1:
     if st != MCY_SUCCESS:
         _fail(st, call)
+    return 0
+
+
+# ---------------------------------------------------------------- C-level API (_hip_shim.pxd)
+
+cdef mcy_rt_table* runtime_table() except NULL:
+    """The bound runtime table, for Cython code that cimports this module."""
+    _need_bound()
+    return &mcy_rt
+
+
+cdef mcy_drv_table* driver_table() except NULL:
+    """The driver-level table (slots NULL where absent); needs the runtime bound."""
+    _need_bound()
+    return &mcy_drv
+
+
+cdef int check_status(cudaError_t st, str call) except -1:
+    """0 for success; raises the matching GpuRuntimeError otherwise (last error cleared)."""
+    if st != MCY_SUCCESS:
+        _need_bound()           # the error's name and text come from the bound runtime
+        _fail(st, call)
+    return 0
+
+
+cdef int check_driver_status(int st, str call) except -1:
+    """0 for success; raises the matching GpuRuntimeError for a driver-level status."""
+    if st != 0:
+        _need_bound()
+        _drv_fail(st, call)
     return 0
 
 

@@ -26,6 +26,11 @@ Rules, stated once for every function here:
 Binding: :mod:`monarch_cy._collectives._nccl_loader` opens the library (ctypes
 finds and opens it only), resolves one address per :func:`function_names`
 entry (0 for a missing optional one) and calls :func:`bind`.
+
+Flat: this tier imports nothing of monarch_cy but the flat :mod:`monarch_cy._errors`
+(where ``NcclError``/``NcclUnavailable`` are defined; ``monarch_cy._collectives._errors``
+re-exports them).  Cython code can ``cimport`` it: ``_nccl_shim.pxd`` declares the
+types, :func:`nccl_table` and :func:`check_result`.
 """
 
 from libc.stdint cimport uintptr_t
@@ -33,50 +38,13 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset as c_memset, memcpy as c_memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
-from monarch_cy._collectives._errors import NcclError, NcclUnavailable
+from monarch_cy._errors import NcclError, NcclUnavailable
 
+# The types (ncclResult_t, the function table...) are declared in _nccl_shim.pxd;
+# the table itself stays here: it is static in the header, so every C file that
+# includes it has its own copy, and other modules reach this one through
+# nccl_table() (see the .pxd).
 cdef extern from "mcy_nccl_names.h" nogil:
-    ctypedef int ncclResult_t
-    ctypedef void* ncclComm_t
-    ctypedef void* mcy_nccl_stream_t
-    ctypedef struct ncclConfig_t:
-        pass
-    ctypedef struct ncclUniqueId:
-        char internal[128]
-    ctypedef struct mcy_nccl_config:
-        size_t size
-        unsigned int magic
-        unsigned int version
-        int blocking
-
-    ctypedef struct mcy_nccl_fns:
-        ncclResult_t (*GetVersion)(int*) noexcept nogil
-        ncclResult_t (*GetUniqueId)(ncclUniqueId*) noexcept nogil
-        ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int) noexcept nogil
-        ncclResult_t (*CommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*) noexcept nogil
-        ncclResult_t (*CommDestroy)(ncclComm_t) noexcept nogil
-        ncclResult_t (*CommAbort)(ncclComm_t) noexcept nogil
-        ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*) noexcept nogil
-        ncclResult_t (*CommCount)(ncclComm_t, int*) noexcept nogil
-        ncclResult_t (*CommCuDevice)(ncclComm_t, int*) noexcept nogil
-        ncclResult_t (*CommUserRank)(ncclComm_t, int*) noexcept nogil
-        ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) noexcept nogil
-        const char* (*GetErrorString)(ncclResult_t) noexcept nogil
-        const char* (*GetLastError)(ncclComm_t) noexcept nogil
-        ncclResult_t (*AllReduce)(const void*, void*, size_t, int, int, ncclComm_t, mcy_nccl_stream_t) noexcept nogil
-        ncclResult_t (*Broadcast)(const void*, void*, size_t, int, int, ncclComm_t, mcy_nccl_stream_t) noexcept nogil
-        ncclResult_t (*Reduce)(const void*, void*, size_t, int, int, int, ncclComm_t, mcy_nccl_stream_t) noexcept nogil
-        ncclResult_t (*AllGather)(const void*, void*, size_t, int, ncclComm_t, mcy_nccl_stream_t) noexcept nogil
-        ncclResult_t (*ReduceScatter)(const void*, void*, size_t, int, int, ncclComm_t, mcy_nccl_stream_t) noexcept nogil
-        ncclResult_t (*Send)(const void*, size_t, int, int, ncclComm_t, mcy_nccl_stream_t) noexcept nogil
-        ncclResult_t (*Recv)(void*, size_t, int, int, ncclComm_t, mcy_nccl_stream_t) noexcept nogil
-        ncclResult_t (*GroupStart)() noexcept nogil
-        ncclResult_t (*GroupEnd)() noexcept nogil
-
-    ctypedef union mcy_nccl_table:
-        mcy_nccl_fns fn
-        void* slot[1]
-
     enum: MCY_NCCL_NFUNCS
     enum: MCY_NCCL_UNIQUE_ID_BYTES
     enum: MCY_NCCL_CONFIG_VERSION
@@ -220,6 +188,21 @@ cdef inline bint _check(ncclResult_t st, str call, ncclComm_t comm) except -1:
         return True
     _fail(st, call, comm)
     return False
+
+
+# ---------------------------------------------------------------- C-level API (_nccl_shim.pxd)
+
+cdef mcy_nccl_table* nccl_table() except NULL:
+    """The bound table, for Cython code that cimports this module."""
+    _need_bound()
+    return &mcy_nccl
+
+
+cdef int check_result(ncclResult_t st, str call, ncclComm_t comm) except -1:
+    """0 for success, 1 for ncclInProgress; raises NcclError otherwise."""
+    if st != MCY_NCCL_SUCCESS and st != MCY_NCCL_IN_PROGRESS:
+        _need_bound()           # the error text comes from the bound library
+    return 1 if _check(st, call, comm) else 0
 
 
 cdef uintptr_t _addr(object value, str param) except? 0:

@@ -9,6 +9,10 @@ Why libibverbs is bound at run time (and pyverbs owns nothing here):
   one typed function pointer per symbol (``monarch_cy/include/mcy_verbs.h``
   declares the ABI slice, mcy_-prefixed; a test proves it against the real
   ``verbs.h``).  ``import monarch_cy`` and ``import monarch_cy._rdma`` never load it.
+  There is no search to share with the Python loaders (:mod:`monarch_cy._loader`):
+  the one place is ``libibverbs.so.1`` through the dynamic loader's path (or the
+  ``path`` given to :func:`load`), and the ``dlopen``/``dlsym`` stay in C because they
+  fill this module's own C table.
 * ``ibv_post_send`` and ``ibv_poll_cq`` are inline in ``verbs.h``: they call
   the provider through ``ctx->ops``.  The header replicates that call path, so
   the hot path touches no libibverbs symbol and no Python object.
@@ -22,6 +26,8 @@ Why libibverbs is bound at run time (and pyverbs owns nothing here):
 
 Rules, stated once for every function here:
 
+* Flat: this tier imports nothing of monarch_cy but the flat :mod:`monarch_cy._errors`
+  (``monarch_cy._verbs`` re-exports the verbs errors from there).
 * Handles (context, PD, MR, CQ, QP) are plain ``int`` pointers.  This tier owns
   nothing: whoever creates a handle destroys it, children before parents (the
   owning tier, :mod:`monarch_cy._verbs`, does that).  Passing a destroyed or
@@ -50,7 +56,7 @@ from posix.time cimport nanosleep, timespec, clock_gettime, CLOCK_MONOTONIC
 import errno as _errno_mod
 import os as _os
 
-from monarch_cy._verbs._errors import VerbsError, VerbsTimeout, VerbsUnavailable
+from monarch_cy._errors import VerbsError, VerbsTimeout, VerbsUnavailable  # flat: nothing above
 
 ACCESS_LOCAL_WRITE = MCY_IBV_ACCESS_LOCAL_WRITE
 ACCESS_REMOTE_WRITE = MCY_IBV_ACCESS_REMOTE_WRITE

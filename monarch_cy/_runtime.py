@@ -23,20 +23,23 @@ Where both vendors could match, the platform torch was built for goes first,
 then the one whose driver device exists (``/dev/kfd`` for ROCm,
 ``/dev/nvidiactl`` for CUDA), then CUDA.  Failing everything raises
 :class:`~monarch_cy.errors.GpuRuntimeUnavailable` listing every place tried.
+
+What this shares with the NCCL loader (candidates, torch without importing it,
+the system's toolkit homes, opening in order and recording each refusal) lives in
+:mod:`monarch_cy._loader`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import glob
-import importlib.util
 import os
 import re
-import sys
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from monarch_cy import _config, _loader
+from monarch_cy._loader import Candidate, unique_candidates
 from monarch_cy._errors import GpuRuntimeUnavailable
 from monarch_cy._platform_tables import PlatformTable, table_for
 
@@ -61,18 +64,7 @@ _SONAMES = {
     "rocm": ("libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"),
 }
 _FILE_PATTERNS = {"cuda": "libcudart.so*", "rocm": "libamdhip64.so*"}
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One place the runtime may be: a file path or a bare soname."""
-
-    platform: str
-    location: str
-    source: str  # "env", "already loaded", "torch", "system", "pip wheel"
-
-    def describe(self) -> str:
-        return f"{self.source}: {self.location} ({self.platform})"
+_CUDART_WHEEL_DIRS = ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib")  # beside torch, or on sys.path
 
 
 @dataclass(frozen=True)
@@ -100,16 +92,9 @@ _binding: RuntimeBinding | None = None
 
 
 def requested_platform() -> str:
-    """The platform asked for by ``MONARCH_CY_GPU_PLATFORM``: cuda, rocm, none or auto."""
-    raw = os.environ.get(ENV_PLATFORM, "").strip().lower()
-    if raw in ("", "auto"):
-        return "auto"
-    if raw in ("cuda", "rocm", "none"):
-        return raw
-    raise ValueError(
-        f"{ENV_PLATFORM}={os.environ.get(ENV_PLATFORM)!r} is not a platform; "
-        "use cuda, rocm, none or auto"
-    )
+    """The platform asked for by ``MONARCH_CY_GPU_PLATFORM``: cuda, rocm, none or auto
+    (``ValueError`` quoting any other value; :mod:`monarch_cy._config`)."""
+    return _config.gpu_platform()
 
 
 def current() -> RuntimeBinding | None:
@@ -147,43 +132,19 @@ def ensure_bound() -> RuntimeBinding:
 
 
 # ------------------------------------------------------------------ search
+# The shared part lives in monarch_cy._loader.  These module-level names are what
+# candidates() calls, looked up here at each call (tests replace them).
+
+_torch_dir = _loader.torch_dir
+_torch_platform = _loader.torch_platform
+_site_dirs = _loader.site_dirs
+_loaded_files = _loader.loaded_files
 
 
-def _torch_dir() -> Path | None:
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def _torch_platform(torch_dir: Path | None) -> str | None:
-    """cuda / rocm / None, read from torch/version.py without importing torch."""
-    if torch_dir is None:
-        return None
-    try:
-        text = (torch_dir / "version.py").read_text()
-    except OSError:
-        return None
-    if re.search(r"^hip\s*(:\s*\S+)?\s*=\s*['\"]", text, re.M):
-        return "rocm"
-    if re.search(r"^cuda\s*(:\s*\S+)?\s*=\s*['\"]", text, re.M):
-        return "cuda"
-    return None
-
-
-def _platform_order(requested: str, torch_dir: Path | None) -> list[str]:
+def _platform_order(requested: str, torch_dir) -> list[str]:
     if requested in _PLATFORMS:
         return [requested]
-    first = _torch_platform(torch_dir)
-    if first is None:
-        if os.path.exists("/dev/kfd") and not os.path.exists("/dev/nvidiactl"):
-            first = "rocm"
-        else:
-            first = "cuda"
-    return [first] + [p for p in _PLATFORMS if p != first]
+    return _loader.auto_platform_order(torch_dir)
 
 
 def _loaded_runtimes() -> list[tuple[str, str]]:
@@ -193,16 +154,12 @@ def _loaded_runtimes() -> list[tuple[str, str]]:
     ]
 
 
-def _site_dirs() -> list[Path]:
-    return [Path(p) for p in sys.path if p and os.path.isdir(p)]
-
-
 def candidates(requested: str | None = None) -> list[Candidate]:
     """Every place to try, in order, for the requested platform."""
     requested = requested_platform() if requested is None else requested
     if requested == "none":
         return []
-    explicit = os.environ.get(ENV_LIBRARY, "").strip()
+    explicit = _config.gpu_runtime_library()
     if explicit:
         return [Candidate("auto", explicit, "env")]
     torch_dir = _torch_dir()
@@ -214,55 +171,27 @@ def candidates(requested: str | None = None) -> list[Candidate]:
     for plat in order:
         if any(p == plat for p, _ in loaded):
             continue  # never load a second copy next to one already mapped
-        if torch_dir is not None:
-            for f in sorted(glob.glob(str(torch_dir / "lib" / _FILE_PATTERNS[plat]))):
-                out.append(Candidate(plat, f, "torch"))
-            if plat == "cuda" and _torch_platform(torch_dir) == "cuda":
-                for sub in ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib"):
-                    d = torch_dir.parent / sub
-                    for f in sorted(glob.glob(str(d / "libcudart.so.1*")), reverse=True):
-                        out.append(Candidate(plat, f, "torch"))
+        out += [Candidate(plat, f, "torch") for f in _loader.torch_lib_files(torch_dir, _FILE_PATTERNS[plat])]
+        if torch_dir is not None and plat == "cuda" and _torch_platform(torch_dir) == "cuda":
+            for sub in _CUDART_WHEEL_DIRS:
+                out += [Candidate(plat, f, "torch") for f in _cudart_files(torch_dir.parent / sub)]
     for plat in order:
         if any(p == plat for p, _ in loaded):
             continue
-        out += [Candidate(plat, so, "system") for so in _SONAMES[plat]]
-        homes = ("CUDA_HOME", "CUDA_PATH") if plat == "cuda" else ("ROCM_PATH",)
-        defaults = ("/usr/local/cuda",) if plat == "cuda" else ("/opt/rocm",)
-        for home in [os.environ.get(h) for h in homes] + list(defaults):
-            if not home:
-                continue
-            for libdir in ("lib64", "lib"):
-                for so in _SONAMES[plat]:
-                    f = os.path.join(home, libdir, so)
-                    if os.path.exists(f):
-                        out.append(Candidate(plat, f, "system"))
+        out += _loader.system_candidates(plat, _SONAMES[plat])
     if "cuda" in order and not any(p == "cuda" for p, _ in loaded):
         for site in _site_dirs():
-            for sub in ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib"):
-                for f in sorted(glob.glob(str(site / sub / "libcudart.so.1*")), reverse=True):
-                    out.append(Candidate("cuda", f, "pip wheel"))
+            for sub in _CUDART_WHEEL_DIRS:
+                out += [Candidate("cuda", f, "pip wheel") for f in _cudart_files(site / sub)]
     return unique_candidates(out)
 
 
-def unique_candidates(cands: list[Candidate]) -> list[Candidate]:
-    """``cands`` without repeats (same platform and file, after resolving links), in order."""
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for c in cands:
-        key = (c.platform, os.path.realpath(c.location) if os.sep in c.location else c.location)
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    return unique
+def _cudart_files(d) -> list[str]:
+    """libcudart.so.1x files in ``d``, newest soname first."""
+    return sorted(glob.glob(str(d / "libcudart.so.1*")), reverse=True)
 
 
 # ------------------------------------------------------------------ binding
-
-
-def _open(c: Candidate) -> ctypes.CDLL:
-    if c.source == "already loaded":
-        return ctypes.CDLL(c.location, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-    return ctypes.CDLL(c.location)
 
 
 def _platform_of(lib: ctypes.CDLL) -> str:
@@ -343,21 +272,6 @@ def _bind_driver(lib: ctypes.CDLL, platform: str) -> str:
     return where
 
 
-def _loaded_files(prefix: str) -> list[str]:
-    """Paths of mapped files whose name starts with ``prefix``."""
-    out: list[str] = []
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                fields = line.split()
-                path = fields[5] if len(fields) >= 6 else ""
-                if os.path.basename(path).startswith(prefix) and path not in out:
-                    out.append(path)
-    except OSError:
-        pass
-    return out
-
-
 def _library_path(lib: ctypes.CDLL, fallback: str) -> str:
     """The file a handle came from, as the dynamic loader resolved it."""
     for plat, path in _loaded_runtimes():
@@ -372,23 +286,20 @@ def _search_and_bind() -> RuntimeBinding:
     requested = requested_platform()
     if requested == "none":
         raise GpuRuntimeUnavailable(f"GPU support is switched off ({ENV_PLATFORM}=none)")
+
+    def probe(c: Candidate, lib: ctypes.CDLL):
+        platform = _platform_of(lib) if c.platform == "auto" else c.platform
+        if requested in _PLATFORMS and platform != requested:
+            raise LookupError(f"it is a {platform} runtime, but {ENV_PLATFORM}={requested}")
+        version = _version(lib, platform, c.location)
+        table = table_for(platform, version)
+        return (platform, version, table, *_addresses(lib, platform, table))
+
     tried: list[str] = []
-    for c in candidates(requested):
-        try:
-            lib = _open(c)
-        except OSError as e:
-            tried.append(f"{c.describe()}: cannot open ({e})")
-            continue
-        try:
-            platform = _platform_of(lib) if c.platform == "auto" else c.platform
-            if requested in _PLATFORMS and platform != requested:
-                raise LookupError(f"it is a {platform} runtime, but {ENV_PLATFORM}={requested}")
-            version = _version(lib, platform, c.location)
-            table = table_for(platform, version)
-            addresses, symbols = _addresses(lib, platform, table)
-        except (LookupError, ValueError, AttributeError) as e:
-            tried.append(f"{c.describe()}: opened but not usable ({e})")
-            continue
+    found = _loader.first_usable(candidates(requested), probe, tried,
+                                 unusable=(LookupError, ValueError, AttributeError))
+    if found is not None:
+        c, lib, (platform, version, table, addresses, symbols) = found
         _hip_shim.bind(platform, addresses, table)
         try:
             _bind_driver(lib, platform)

@@ -11,11 +11,17 @@
   died mid-operation.
 * :class:`GroupAbortedError`: the group was aborted (by ``abort()``, a timeout or
   an asynchronous error); it cannot be used again.
+
+``NcclError``, ``NcclUnavailable`` and ``RESULT_NAMES`` are defined in the flat
+:mod:`monarch_cy._errors` (the flat tier ``_nccl_shim`` raises them and may import
+nothing above itself) and re-exported here, their documented home: the classes are
+the same objects and keep this module as their ``__module__``.
 """
 
 from __future__ import annotations
 
-from monarch_cy._errors import MonarchCyError, ResourceClosedError
+from monarch_cy._errors import NCCL_RESULT_NAMES as RESULT_NAMES
+from monarch_cy._errors import MonarchCyError, NcclError, NcclUnavailable, ResourceClosedError
 
 __all__ = [
     "NcclError",
@@ -25,63 +31,6 @@ __all__ = [
     "GroupAbortedError",
     "RESULT_NAMES",
 ]
-
-# ncclResult_t: the same values in NCCL and RCCL (proved by mcy_nccl_names.h).
-RESULT_NAMES = {
-    0: "ncclSuccess",
-    1: "ncclUnhandledCudaError",
-    2: "ncclSystemError",
-    3: "ncclInternalError",
-    4: "ncclInvalidArgument",
-    5: "ncclInvalidUsage",
-    6: "ncclRemoteError",
-    7: "ncclInProgress",
-    8: "ncclTimeout",
-}
-
-
-class NcclError(MonarchCyError):
-    """An NCCL/RCCL call failed.
-
-    Attributes:
-        result: the numeric ``ncclResult_t``.
-        name: its name (``ncclInvalidUsage``), ``"nccl result N"`` if unknown.
-        message: ``ncclGetErrorString`` for the result.
-        last_error: ``ncclGetLastError`` text at the time (may be ``""``).
-        call: the failing function without its prefix (``"CommInitRank"``).
-    """
-
-    def __init__(self, result: int, message: str = "", last_error: str = "", call: str = "") -> None:
-        self.result = int(result)
-        self.name = RESULT_NAMES.get(self.result, f"nccl result {self.result}")
-        self.message = str(message)
-        self.last_error = str(last_error)
-        self.call = str(call)
-        where = f"nccl{call}: " if call else ""
-        text = f"{where}{self.name} ({self.result})"
-        if self.message:
-            text += f": {self.message}"
-        if self.last_error:
-            text += f" (last error: {self.last_error})"
-        super().__init__(text)
-
-    def __reduce__(self):
-        return (type(self), (self.result, self.message, self.last_error, self.call))
-
-
-class NcclUnavailable(MonarchCyError, RuntimeError):
-    """No usable NCCL/RCCL library.  ``tried`` lists every place looked at, in order."""
-
-    def __init__(self, message: str, tried: tuple[str, ...] = ()) -> None:
-        self.message = str(message)
-        self.tried = tuple(tried)
-        text = self.message
-        if self.tried:
-            text += "\nPlaces tried, in order:\n" + "\n".join(f"  - {t}" for t in self.tried)
-        super().__init__(text)
-
-    def __reduce__(self):
-        return (type(self), (self.message, self.tried))
 
 
 class CollectiveError(MonarchCyError, RuntimeError):

@@ -20,8 +20,10 @@ import socket
 import threading
 from typing import Any
 
+from monarch_cy import _config
 from monarch_cy._collectives._factory import BACKENDS, default_backend, make_group
 from monarch_cy._collectives._group import Group
+from monarch_cy._host_identity import host_id
 from monarch_cy.actor import Actor, current_rank, endpoint
 
 __all__ = ["create_group", "create_groups", "group", "group_names", "destroy_group",
@@ -47,18 +49,9 @@ def group_names() -> list[str]:
         return sorted(_GROUPS)
 
 
-def _host_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = ""
-    return f"{socket.gethostname()}/{boot}"
-
-
 def _reachable_address() -> str:
     """An address of this host that other hosts of the job can reach."""
-    addr = os.environ.get("MONARCH_CY_HOST_ADDRESS")
+    addr = _config.host_address()
     if addr:
         return addr
     try:
@@ -72,7 +65,7 @@ class GroupAgent(Actor):
 
     @endpoint
     def info(self) -> dict:
-        return {"host": _host_id(), "address": _reachable_address(), "backend": default_backend(),
+        return {"host": host_id(), "address": _reachable_address(), "backend": default_backend(),
                 "pid": os.getpid()}
 
     @endpoint

@@ -20,18 +20,21 @@ else ``MONARCH_CY_GPU_PLATFORM``, else the one torch was built for, else the one
 whose driver device exists, else CUDA first.  A library older than
 :data:`MIN_VERSION` is skipped with the reason recorded; failing everything
 raises :class:`NcclUnavailable` listing every place tried.
+
+The search machinery it shares with the GPU runtime's loader (candidates, torch's
+folder and build platform, the toolkit homes, opening in order and recording each
+refusal) lives in :mod:`monarch_cy._loader`.
 """
 
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import threading
 from dataclasses import dataclass
 
-from monarch_cy import _runtime
-from monarch_cy._runtime import Candidate, _open, _site_dirs
+from monarch_cy import _config, _loader, _runtime
+from monarch_cy._loader import Candidate
 from monarch_cy._collectives._errors import NcclUnavailable
 
 __all__ = [
@@ -51,6 +54,7 @@ ENV_LIBRARY = "MONARCH_CY_NCCL_LIBRARY"
 MIN_VERSION = (2, 13, 0)  # ncclGetLastError; RCCL 2.13.4 (Debian trixie) is the oldest seen working
 _SONAMES = {"cuda": ("libnccl.so.2",), "rocm": ("librccl.so.1",)}
 _FILE_PATTERNS = {"cuda": "libnccl.so*", "rocm": "librccl.so*"}
+_NCCL_WHEEL_FILE = "nvidia/nccl/lib/libnccl.so.2"  # pip's nvidia-nccl-cu13/-cu12, beside torch or on sys.path
 
 
 def version_code(major: int, minor: int, patch: int) -> int:
@@ -126,55 +130,41 @@ def _platform_order() -> list[str]:
         return [requested]
     if requested == "none":
         return []
-    first = _runtime._torch_platform(_runtime._torch_dir())
-    if first is None:
-        first = "rocm" if os.path.exists("/dev/kfd") and not os.path.exists("/dev/nvidiactl") else "cuda"
-    return [first] + [p for p in ("cuda", "rocm") if p != first]
+    return _loader.auto_platform_order(_loader.torch_dir())
 
 
 def _loaded() -> list[tuple[str, str]]:
     """(platform, path) of NCCL/RCCL copies already mapped into this process."""
-    return [("cuda", p) for p in _runtime._loaded_files("libnccl.so")] + [
-        ("rocm", p) for p in _runtime._loaded_files("librccl.so")
+    return [("cuda", p) for p in _loader.loaded_files("libnccl.so")] + [
+        ("rocm", p) for p in _loader.loaded_files("librccl.so")
     ]
 
 
 def candidates() -> list[Candidate]:
     """Every place to try, in order."""
-    explicit = os.environ.get(ENV_LIBRARY, "").strip()
+    explicit = _config.nccl_library()
     if explicit:
         return [Candidate("auto", explicit, "env")]
     order = _platform_order()
     loaded = _loaded()
     out = [Candidate(p, path, "already loaded") for plat in order for p, path in loaded if p == plat]
     unloaded = [p for p in order if not any(q == p for q, _ in loaded)]
-    torch_dir = _runtime._torch_dir()
-    torch_plat = _runtime._torch_platform(torch_dir)
+    torch_dir = _loader.torch_dir()
+    torch_plat = _loader.torch_platform(torch_dir)
     for plat in unloaded:
-        if torch_dir is None:
-            continue
-        for f in sorted(glob.glob(str(torch_dir / "lib" / _FILE_PATTERNS[plat]))):
-            out.append(Candidate(plat, f, "torch"))
-        if plat == "cuda" and torch_plat == "cuda":
-            f = torch_dir.parent / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+        out += [Candidate(plat, f, "torch") for f in _loader.torch_lib_files(torch_dir, _FILE_PATTERNS[plat])]
+        if torch_dir is not None and plat == "cuda" and torch_plat == "cuda":
+            f = torch_dir.parent / _NCCL_WHEEL_FILE
             if f.exists():
                 out.append(Candidate(plat, str(f), "torch"))
     for plat in unloaded:
-        out += [Candidate(plat, so, "system") for so in _SONAMES[plat]]
-        homes = ("CUDA_HOME", "CUDA_PATH") if plat == "cuda" else ("ROCM_PATH",)
-        defaults = ("/usr/local/cuda",) if plat == "cuda" else ("/opt/rocm",)
-        for home in [os.environ.get(h) for h in homes] + list(defaults):
-            for libdir in ("lib64", "lib"):
-                for so in _SONAMES[plat]:
-                    f = os.path.join(home or "", libdir, so)
-                    if home and os.path.exists(f):
-                        out.append(Candidate(plat, f, "system"))
+        out += _loader.system_candidates(plat, _SONAMES[plat])
     if "cuda" in unloaded:
-        for site in _site_dirs():
-            f = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+        for site in _loader.site_dirs():
+            f = site / _NCCL_WHEEL_FILE
             if f.exists():
                 out.append(Candidate("cuda", str(f), "pip wheel"))
-    return _runtime.unique_candidates(out)
+    return _loader.unique_candidates(out)
 
 
 def _addresses(lib: ctypes.CDLL) -> tuple[list[int], tuple[str, ...]]:
@@ -202,27 +192,23 @@ def _library_version(lib: ctypes.CDLL) -> int:
 def _search_and_bind() -> NcclBinding:
     from monarch_cy import _nccl_shim
 
-    if not os.environ.get(ENV_LIBRARY, "").strip() and _runtime.requested_platform() == "none":
+    if not _config.nccl_library() and _runtime.requested_platform() == "none":
         raise NcclUnavailable(f"GPU support is switched off ({_runtime.ENV_PLATFORM}=none)")
     minimum = version_code(*MIN_VERSION)
+
+    def probe(c: Candidate, lib: ctypes.CDLL):
+        version = _library_version(lib)
+        if version < minimum:
+            raise LookupError(
+                "version %d.%d.%d is older than the minimum supported %d.%d.%d"
+                % (*version_tuple(version), *MIN_VERSION)
+            )
+        return (version, *_addresses(lib))
+
     tried: list[str] = []
-    for c in candidates():
-        try:
-            lib = _open(c)
-        except OSError as e:
-            tried.append(f"{c.describe()}: cannot open ({e})")
-            continue
-        try:
-            version = _library_version(lib)
-            if version < minimum:
-                raise LookupError(
-                    "version %d.%d.%d is older than the minimum supported %d.%d.%d"
-                    % (*version_tuple(version), *MIN_VERSION)
-                )
-            addresses, missing_optional = _addresses(lib)
-        except (LookupError, AttributeError) as e:
-            tried.append(f"{c.describe()}: opened but not usable ({e})")
-            continue
+    found = _loader.first_usable(candidates(), probe, tried, unusable=(LookupError, AttributeError))
+    if found is not None:
+        c, lib, (version, addresses, missing_optional) = found
         platform = c.platform
         if platform == "auto":
             platform = "rocm" if "rccl" in os.path.basename(c.location) else "cuda"

@@ -1,8 +1,8 @@
 """Who and where a process is: host, pid namespace, job fingerprint, process start time.
 
-* ``host_id()`` -- ``hostname|boot_id``: two processes with equal host ids run on the
-  same booted kernel (the boot id changes at every boot and differs between
-  machines, containers sharing a kernel share it), so GPU IPC handles can work.
+* ``host_id()`` -- ``hostname|boot_id``, from :mod:`monarch_cy._host_identity` (its one
+  home; the collectives' mesh uses the same): two processes with equal host ids run
+  on the same booted kernel under the same hostname, so GPU IPC handles can work.
 * ``pidns()`` -- inode of ``/proc/self/ns/pid``: cross-memory attach needs the owner's
   pid to mean the same process for the reader, i.e. the same pid namespace.
 * ``job_fingerprint()`` -- 16 bytes derived from the job's CurveZMQ public key (the
@@ -18,19 +18,10 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
+
+from monarch_cy._host_identity import host_id
 
 __all__ = ["host_id", "pidns", "job_fingerprint", "start_time", "this_proc_key"]
-
-
-@functools.lru_cache(maxsize=1)
-def host_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = "no-boot-id"
-    return f"{socket.gethostname()}|{boot}"
 
 
 @functools.lru_cache(maxsize=1)

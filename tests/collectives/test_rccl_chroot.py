@@ -256,7 +256,7 @@ def _shim_for_chroot_python(chroot: Path) -> Path:
     if not (inc / "Python.h").is_file():
         pytest.fail(f"no Python.h in the chroot ({inc}): libpython3.13-dev missing")
     h = hashlib.sha256()
-    for p in (pyx, HEADER_DIR / "mcy_nccl_names.h"):
+    for p in (pyx, pyx.with_suffix(".pxd"), HEADER_DIR / "mcy_nccl_names.h"):
         h.update(p.read_bytes())
     import Cython
 
