@@ -1,6 +1,7 @@
 """Beyond one machine: host agents, remote procs, and scheduler job types.
 
-* :mod:`.secret` -- where the job secret comes from (a file or the environment).
+The job secret they read lives in :mod:`monarch_cy._transport.secret`.
+
 * :mod:`.protocol` -- the controller <-> agent messages, heartbeats, socket monitors.
 * :mod:`.agent` -- the host agent (``python -m monarch_cy._hosts.agent``).
 * :mod:`.link` -- the controller's side: one thread talking to every agent.

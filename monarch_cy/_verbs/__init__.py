@@ -4,6 +4,12 @@ The private tier under ``monarch_cy.rdma``'s ibverbs backend (re-exports only).
 Built on :mod:`monarch_cy._rdma` (the flat Cython data path); importing this
 package loads no libibverbs -- the first :class:`Context` does.
 
+* :mod:`._device` — verbs devices: discovery and the open device context.
+* :mod:`._memory` — protection domains and registered memory.
+* :mod:`._qp` — reliable-connected queue pairs, one-sided READ / WRITE.
+* :mod:`._records` — the records two processes exchange to set up RDMA.
+* :mod:`._errors` — the tier's errors.
+
 Typical use, one side (the other mirrors it)::
 
     ctx = Context()                       # VerbsUnavailable with the reason if none

@@ -2,6 +2,13 @@
 
 Importing this module loads no GPU library; the runtime is bound on the first
 object made (see :mod:`monarch_cy._runtime` for the search order).
+
+* :mod:`._device` — devices: choosing one, properties, scoping what is made on it.
+* :mod:`._stream` — streams, owned or borrowed (torch's).
+* :mod:`._event` — events.
+* :mod:`._memory` — device buffers, pinned host buffers, borrowed memory, copies.
+* :mod:`._ipc` — sharing device memory between processes of one host.
+* :mod:`._torch` — interop with torch without copies, both ways.
 """
 
 from monarch_cy.gpu._device import Device, DeviceProperties, device_count
