@@ -45,6 +45,7 @@ from __future__ import annotations
 import threading
 import time
 
+from monarch_cy._checks import is_int
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
 
@@ -72,7 +73,7 @@ def respawn(pm, ranks=None) -> Future:
     if ranks is None:
         targets = [g for g in granks if _failed(node, st, g)]
     else:
-        if isinstance(ranks, int) and not isinstance(ranks, bool):
+        if is_int(ranks):
             ranks = [ranks]
         try:
             ranks = list(ranks)
@@ -81,7 +82,7 @@ def respawn(pm, ranks=None) -> Future:
                 from None
         targets = []
         for r in ranks:
-            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < len(granks):
+            if not is_int(r) or not 0 <= r < len(granks):
                 raise ValueError(f"rank {r!r} is not a rank of this mesh "
                                  f"(0..{len(granks) - 1})")
             g = granks[r]

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 
+from monarch_cy._checks import is_int, is_number
 from monarch_cy import _config
 from monarch_cy._actor.errors import SupervisionError
 from monarch_cy._transport.protocol import (HEARTBEAT, HEARTBEAT_ACK, REVIVE, SEEN,
@@ -128,13 +129,12 @@ class RestartPolicy:
 
     def __init__(self, max_restarts: int = 3, backoff_s: float = 0.1, factor: float = 2.0,
                  max_backoff_s: float = 5.0) -> None:
-        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) \
-                or max_restarts < 0:
+        if not is_int(max_restarts) or max_restarts < 0:
             raise ValueError(f"max_restarts must be an int >= 0, not {max_restarts!r}")
         for n, v in (("backoff_s", backoff_s), ("max_backoff_s", max_backoff_s)):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            if not is_number(v) or v < 0:
                 raise ValueError(f"{n} must be a number >= 0, not {v!r}")
-        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:
+        if not is_number(factor) or factor < 1:
             raise ValueError(f"factor must be a number >= 1, not {factor!r}")
         self.max_restarts, self.backoff_s = max_restarts, float(backoff_s)
         self.factor, self.max_backoff_s = float(factor), float(max_backoff_s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Generic, Iterator, TypeVar
 
+from monarch_cy._checks import is_int
 from monarch_cy._actor.errors import MeshIndexError
 from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
 
@@ -44,7 +45,7 @@ class ValueMesh(MeshTrait, Generic[R]):
     def get(self, rank: int) -> R:
         """The value at local rank ``rank`` (row-major order of this mesh's points)."""
         n = len(self._shape)
-        if isinstance(rank, bool) or not isinstance(rank, int):
+        if not is_int(rank):
             raise TypeError(f"rank must be an int, not {rank!r}")
         if not 0 <= rank < n:
             raise MeshIndexError(f"rank {rank} is out of range for a mesh of {n} values")
