@@ -11,10 +11,11 @@ working for code that does not know monarch_cy.
 
 This module is flat: it imports nothing of monarch_cy, so the flat Cython tiers
 (``_hip_shim``, ``_nccl_shim``, ``_rdma``) raise the errors defined here and
-import nothing above themselves.  Errors whose documented home is a subsystem
-are defined here and re-exported there: the verbs errors (:mod:`monarch_cy._verbs`)
-and the NCCL errors, whose ``__module__`` stays :mod:`monarch_cy._collectives._errors`
-(their public home, ``monarch_cy.collectives``; pickles and tracebacks name it).
+import nothing above themselves.  It is the one home of every error class:
+errors whose documented home is a subsystem (verbs, NCCL and collectives, the actor
+model, RDMA buffers, hosts) are defined here and re-exported there, and keep that
+subsystem module as their ``__module__`` (pickles and tracebacks name the module
+users import them from).  :mod:`monarch_cy.errors` exports the whole tree.
 """
 
 from __future__ import annotations
@@ -32,6 +33,27 @@ __all__ = [
     "NcclError",
     "NcclUnavailable",
     "NCCL_RESULT_NAMES",
+    "ActorError",
+    "SupervisionError",
+    "MeshStoppedError",
+    "MeshIndexError",
+    "ForeignJobError",
+    "CollectiveError",
+    "CollectiveTimeout",
+    "GroupAbortedError",
+    "HostError",
+    "HostUnreachableError",
+    "HostRefusedError",
+    "HostLostError",
+    "SchedulerError",
+    "RDMAError",
+    "BufferDroppedError",
+    "RDMATimeoutError",
+    "BackendUnavailableError",
+    "OwnerDiedError",
+    "RDMATcpFallbackWarning",
+    "RDMAReadTransferWarning",
+    "RDMAWriteTransferWarning",
 ]
 
 
@@ -204,3 +226,247 @@ class NcclUnavailable(MonarchCyError, RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.message, self.tried))
+
+
+# -- the actor model (documented home: monarch_cy._actor.errors) -----------------
+
+class ActorError(MonarchCyError):
+    """An endpoint raised: carries the remote exception and its formatted traceback.
+
+    The actor that raised keeps serving; only this call failed.  The text follows
+    Monarch's: ``Actor call <mesh>.<endpoint> failed.`` then the remote traceback
+    headed "Traceback of where the remote call failed".
+
+    Attributes:
+        exception: the remote exception object when it could be pickled, else None.
+        message: the first line (Monarch's ``ActorError.message``).
+        exception_formatted: the remote traceback as Monarch words it.
+        remote_traceback: the remote traceback as text (always present).
+        actor: name of the actor mesh, ``rank``: the actor's rank in it (or None).
+        endpoint: the endpoint name that raised.
+    """
+
+    def __init__(self, exception, remote_traceback: str, actor: str = "", rank=None,
+                 endpoint: str = "") -> None:
+        self.exception = exception
+        self.remote_traceback = str(remote_traceback)
+        self.actor = str(actor)
+        self.rank = rank
+        self.endpoint = str(endpoint)
+        where = f"{actor}[{rank}].{endpoint}" if actor and rank is not None else \
+            f"{actor}.{endpoint}" if actor else endpoint
+        self.message = f"Actor call {where} failed." if where else \
+            "A remote actor call has failed."
+        if exception is None:       # not picklable: the last traceback line names it
+            self.message += " (the exception could not be pickled; its text follows)"
+        self.exception_formatted = self.remote_traceback.replace(
+            "Traceback (most recent call last):",
+            "Traceback of where the remote call failed (most recent call last):")
+        super().__init__(f"{self.message}\n {self.exception_formatted}")
+
+    def __reduce__(self):
+        return (type(self), (self.exception, self.remote_traceback, self.actor, self.rank,
+                             self.endpoint))
+
+
+class SupervisionError(MonarchCyError, RuntimeError):
+    """An actor or its process failed (died, was stopped, or failed to start).
+
+    Pending calls on a failed actor end with this error rather than hanging; later
+    calls raise it at once.  Base class of the supervision failures of issue 4.
+
+    Attributes: ``actor`` (mesh name), ``rank`` (rank of the failed actor or proc, or
+    None), ``cause`` (text: exit status, signal, or reason).
+    """
+
+    def __init__(self, actor: str, rank, cause: str) -> None:
+        self.actor = str(actor)
+        self.rank = rank
+        self.cause = str(cause)
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        # Monarch's wording of a supervision event
+        who = f"{self.actor}[{self.rank}]" if self.rank is not None else self.actor
+        return f"The actor {who} and all its descendants have failed:\n  {self.cause}"
+
+    def __reduce__(self):
+        return (type(self), (self.actor, self.rank, self.cause))
+
+
+class MeshStoppedError(SupervisionError):
+    """The proc mesh was stopped; calls on it (or its actors) are refused."""
+
+    def _text(self) -> str:
+        who = f"{self.actor}[{self.rank}]" if self.rank is not None else self.actor
+        return f"The actor {who} has status:\n  stopped: {self.cause}"
+
+
+class MeshIndexError(MonarchCyError, IndexError, ValueError):
+    """A mesh slice or coordinate is out of range or names an unknown dimension.
+
+    Subclasses both ``IndexError`` and ``ValueError``.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = str(message)
+        super().__init__(self.message)
+
+    def __reduce__(self):
+        return (type(self), (self.message,))
+
+
+class ForeignJobError(MonarchCyError, ValueError):
+    """A handle (mesh, port, buffer) made by another job was unpickled or used here.
+
+    Handles carry a fingerprint of the job secret that made them; a process of any
+    other job refuses them with this error instead of sending to addresses that
+    mean something else here.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = str(message)
+        super().__init__(self.message)
+
+    def __reduce__(self):
+        return (type(self), (self.message,))
+
+
+# -- collectives (documented home: monarch_cy._collectives._errors) -------------
+
+class CollectiveError(MonarchCyError, RuntimeError):
+    """A collective operation failed (a peer died, the backend reported an error).
+
+    Attributes: ``op`` (``"all_reduce"``...), ``message`` (the backend's text).
+    """
+
+    def __init__(self, op: str, message: str) -> None:
+        self.op = str(op)
+        self.message = str(message)
+        super().__init__(f"{self.op}: {self.message}" if self.op else self.message)
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.message))
+
+
+class CollectiveTimeout(CollectiveError, TimeoutError):
+    """An operation did not complete within ``timeout`` seconds; the group was aborted."""
+
+    def __init__(self, op: str, message: str, timeout: float = 0.0) -> None:
+        self.timeout = float(timeout)
+        super().__init__(op, message)
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.message, self.timeout))
+
+
+class GroupAbortedError(ResourceClosedError):
+    """The group was aborted; ``reason`` says why.  Subclasses ``ResourceClosedError``."""
+
+    def __init__(self, reason: str = "the group was aborted") -> None:
+        self.reason = str(reason)
+        super().__init__(self.reason)
+
+    def __reduce__(self):
+        return (type(self), (self.reason,))
+
+
+# -- remote hosts and scheduler jobs (documented home: monarch_cy._hosts.errors) --
+
+class HostError(MonarchCyError):
+    """A remote host (its agent) cannot serve this controller."""
+
+
+class HostUnreachableError(HostError, TimeoutError):
+    """An agent did not answer in time (names the address and what was seen)."""
+
+
+class HostRefusedError(HostError, PermissionError):
+    """An agent refused the CURVE handshake: it holds a different job secret."""
+
+
+class HostLostError(HostError, ConnectionError):
+    """A host was connected, then lost (no heartbeat, or its connection dropped)."""
+
+
+class SchedulerError(HostError, RuntimeError):
+    """The scheduler (SLURM, Kubernetes) refused or ended the job; carries its message."""
+
+
+# -- RDMA buffers (documented home: monarch_cy._rdma_buffer._errors) -------------
+
+class RDMAError(MonarchCyError):
+    """Base of the errors of ``monarch_cy.rdma``; ``message`` is the text."""
+
+    def __init__(self, message: str) -> None:
+        self.message = str(message)
+        super().__init__(self.message)
+
+    def __reduce__(self):
+        return (type(self), (self.message,))
+
+
+class BufferDroppedError(RDMAError, ValueError):
+    """The buffer was dropped (by its owner or through any copy of its handle);
+    its memory may already be reused, so nothing reads or writes it any more."""
+
+
+class _RDMAForeignJobError(RDMAError, ForeignJobError):
+    """A buffer handle made by another job (another controller) was used here (also
+    the actor layer's :class:`~monarch_cy._actor.errors.ForeignJobError`)."""
+
+
+class RDMATimeoutError(RDMAError, TimeoutError):
+    """An operation did not complete within its ``timeout``.  What it wrote into the
+    destination so far is unspecified."""
+
+
+class BackendUnavailableError(RDMAError, ValueError):
+    """The backend asked for (argument or ``MONARCH_CY_RDMA_BACKEND``) cannot serve this
+    pair of processes or memories; the message says why."""
+
+
+class OwnerDiedError(SupervisionError):
+    """The process owning the buffer died before (or while) the operation ran.
+
+    A :class:`~monarch_cy.actor.SupervisionError`: ``actor`` is ``"rdma-buffer
+    owner"``, ``rank`` None, ``cause`` says which process and why.
+    """
+
+    def __init__(self, actor: str = "rdma-buffer owner", rank=None, cause: str = "") -> None:
+        super().__init__(actor, rank, cause)
+
+
+class RDMATcpFallbackWarning(UserWarning):
+    """Monarch's name: a transfer uses the TCP fallback (no verbs device, no same-host
+    path).  Emitted once per process, at the first such transfer."""
+
+
+class RDMAReadTransferWarning(UserWarning):
+    """Monarch's name (Monarch 0.7.0 defines it and never emits it; neither do we)."""
+
+
+class RDMAWriteTransferWarning(UserWarning):
+    """Monarch's name (Monarch 0.7.0 defines it and never emits it; neither do we)."""
+
+
+_RDMAForeignJobError.__name__ = _RDMAForeignJobError.__qualname__ = "ForeignJobError"
+
+# Each class keeps its documented home as __module__: tracebacks and pickles name
+# the module users import it from (which re-exports it from here).
+for _home, _classes in (
+        ("monarch_cy._actor.errors", (ActorError, SupervisionError, MeshStoppedError,
+                                      MeshIndexError, ForeignJobError)),
+        ("monarch_cy._collectives._errors", (CollectiveError, CollectiveTimeout,
+                                             GroupAbortedError)),
+        ("monarch_cy._hosts.errors", (HostError, HostUnreachableError, HostRefusedError,
+                                      HostLostError, SchedulerError)),
+        ("monarch_cy._rdma_buffer._errors", (RDMAError, BufferDroppedError,
+                                             _RDMAForeignJobError, RDMATimeoutError,
+                                             BackendUnavailableError, OwnerDiedError,
+                                             RDMATcpFallbackWarning,
+                                             RDMAReadTransferWarning,
+                                             RDMAWriteTransferWarning))):
+    for _c in _classes:
+        _c.__module__ = _home
+del _home, _classes, _c

@@ -59,3 +59,21 @@ def test_import_is_light():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_error_classes_are_defined_in_one_module():
+    """The exception tree has one home: no other module of the package defines an
+    error class (the transport's two control-flow signals, ``Again`` and ``Closed``,
+    are not errors users see)."""
+    import ast
+    import pathlib
+    pkg = pathlib.Path(errors.__file__).parent
+    found = []
+    for path in pkg.rglob("*.py"):
+        if path.name == "_errors.py" and path.parent == pkg:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and (
+                    node.name.endswith(("Error", "Warning", "Timeout", "Unavailable"))):
+                found.append(f"{path.relative_to(pkg)}:{node.name}")
+    assert found == []

@@ -12,16 +12,18 @@
 * :class:`GroupAbortedError`: the group was aborted (by ``abort()``, a timeout or
   an asynchronous error); it cannot be used again.
 
-``NcclError``, ``NcclUnavailable`` and ``RESULT_NAMES`` are defined in the flat
-:mod:`monarch_cy._errors` (the flat tier ``_nccl_shim`` raises them and may import
-nothing above itself) and re-exported here, their documented home: the classes are
-the same objects and keep this module as their ``__module__``.
+All are defined in the flat :mod:`monarch_cy._errors`, the one home of the exception
+tree (the flat tier ``_nccl_shim`` raises the NCCL ones and may import nothing above
+itself), and re-exported here, their documented home: the classes are the same
+objects and keep this module as their ``__module__``.
 """
 
 from __future__ import annotations
 
-from monarch_cy._errors import NCCL_RESULT_NAMES as RESULT_NAMES
-from monarch_cy._errors import MonarchCyError, NcclError, NcclUnavailable, ResourceClosedError
+from monarch_cy._errors import NCCL_RESULT_NAMES as RESULT_NAMES  # noqa: F401
+from monarch_cy._errors import (CollectiveError, CollectiveTimeout,  # noqa: F401
+                                GroupAbortedError, NcclError,
+                                NcclUnavailable)
 
 __all__ = [
     "NcclError",
@@ -31,40 +33,3 @@ __all__ = [
     "GroupAbortedError",
     "RESULT_NAMES",
 ]
-
-
-class CollectiveError(MonarchCyError, RuntimeError):
-    """A collective operation failed (a peer died, the backend reported an error).
-
-    Attributes: ``op`` (``"all_reduce"``...), ``message`` (the backend's text).
-    """
-
-    def __init__(self, op: str, message: str) -> None:
-        self.op = str(op)
-        self.message = str(message)
-        super().__init__(f"{self.op}: {self.message}" if self.op else self.message)
-
-    def __reduce__(self):
-        return (type(self), (self.op, self.message))
-
-
-class CollectiveTimeout(CollectiveError, TimeoutError):
-    """An operation did not complete within ``timeout`` seconds; the group was aborted."""
-
-    def __init__(self, op: str, message: str, timeout: float = 0.0) -> None:
-        self.timeout = float(timeout)
-        super().__init__(op, message)
-
-    def __reduce__(self):
-        return (type(self), (self.op, self.message, self.timeout))
-
-
-class GroupAbortedError(ResourceClosedError):
-    """The group was aborted; ``reason`` says why.  Subclasses ``ResourceClosedError``."""
-
-    def __init__(self, reason: str = "the group was aborted") -> None:
-        self.reason = str(reason)
-        super().__init__(self.reason)
-
-    def __reduce__(self):
-        return (type(self), (self.reason,))
