@@ -1,4 +1,4 @@
-"""monarch_cy.errors: the whole exception tree is reachable from the public module."""
+"""monarch_cy.errors and monarch_cy._errors: the whole exception tree, one home, all exported."""
 
 from __future__ import annotations
 
