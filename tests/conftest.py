@@ -1,3 +1,4 @@
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -29,3 +30,27 @@ def fake_cudart(tmp_path_factory):
     if fr.compiler() is None:
         pytest.skip("no C compiler (gcc or $CC) to build the fake CUDA runtime")
     return fr.FakeCudart(fr.build(tmp_path_factory.mktemp("fake_cudart")))
+
+
+# -- the `gpu` marker: real devices only; without one, each such test skips with
+# the reason (hardware is a marker, not a folder: GPU tests live beside the tests
+# of the module they test).
+
+@functools.lru_cache(maxsize=1)
+def _gpu_absent_reason():
+    try:
+        from monarch_cy import _runtime
+        from monarch_cy.gpu import device_count
+
+        _runtime.ensure_bound()
+        n = device_count()
+    except Exception as e:  # noqa: BLE001 - the reason is the message
+        return f"no GPU: {str(e).splitlines()[0]}"
+    return None if n > 0 else "no GPU: the runtime sees 0 devices"
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("gpu") is not None:
+        reason = _gpu_absent_reason()
+        if reason:
+            pytest.skip(reason)

@@ -11,6 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.gpu
+
 from monarch_cy.errors import GpuRuntimeError
 from monarch_cy.gpu import DeviceBuffer, IpcHandle, Stream, copy, wrap_torch
 

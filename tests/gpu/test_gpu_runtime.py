@@ -7,6 +7,8 @@ import os
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.gpu
+
 from monarch_cy import _hip_shim as rt
 from monarch_cy import _runtime
 from monarch_cy.errors import GpuRuntimeError, OutOfMemoryError, ResourceClosedError

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "collectives"))
+pytestmark = pytest.mark.gpu
+
 
 pytest.importorskip("zmq")
 

@@ -8,13 +8,12 @@ the same process.  Every read is checked byte for byte.
 
 from __future__ import annotations
 
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "rdma_buffer"))
+pytestmark = pytest.mark.gpu
+
 
 from _rdma_actors import Holder, Reader, pattern  # noqa: E402
 

@@ -1,12 +1,14 @@
 """NCCL/RCCL on one real GPU (nranks = 1): every op, both buffer kinds, streams,
 split, teardown, and a bounded init when a second rank never joins.
-Skipped without a GPU (tests/gpu/conftest.py)."""
+Marked `gpu`: skipped with the reason where there is none."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+
+pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 
