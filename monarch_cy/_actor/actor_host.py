@@ -84,17 +84,27 @@ def stop_hosts(node, timeout: float, stopped=()) -> None:
     end = time.monotonic() + timeout
     # We are in the pump: keep answering ZAP, or our own connections to the actors'
     # sockets (which carry __stop__) could never authenticate.
-    while time.monotonic() < end and not all(h.cleaned.is_set() for h in hosts):
+    while time.monotonic() < end and not all(h.stopped.is_set() for h in hosts):
         if node._zap is None:                 # unix://: nothing to authenticate here
             time.sleep(0.002)
         elif node._zap.poll(10):
             node.keys.handle_zap(node._zap)
 
 
-def _cancel_tasks(loop) -> None:
+def _cancel_tasks(loop, stopped) -> None:
+    """Cancel the actor's running tasks; set ``stopped`` once all have ended."""
     import asyncio
-    for task in asyncio.all_tasks(loop):
+    tasks = list(asyncio.all_tasks(loop))
+    if not tasks:
+        stopped.set()
+        return
+
+    def ended(_):
+        if all(t.done() for t in tasks):
+            stopped.set()
+    for task in tasks:
         task.cancel("actor stopped")
+        task.add_done_callback(ended)
 
 
 def _format(exc) -> str:
@@ -132,7 +142,8 @@ class ActorHost:
         self.node = node
         self.owner = owner
         self.failed = None          # SupervisionError answered to every call once set
-        self.cleaned = threading.Event()
+        self.cleaned = threading.Event()    # __cleanup__ ran (or there is none)
+        self.stopped = threading.Event()    # stopped: instance dropped, tasks ended
         self._seen_sent = False
         self.name = name
         self.addr = addr
@@ -342,6 +353,7 @@ class ActorHost:
                 self._cleanup(None if isinstance(self.failed, MeshStoppedError)
                               else self.failed)
             self.actor = None
+            self.stopped.set()
             if port_id:
                 self.node.reply(raddr, port_id, rank, True, None, rkey)
             return
@@ -374,9 +386,12 @@ class ActorHost:
             if loop is not None:
                 # Async endpoints still running are cancelled (their callers get
                 # MeshStoppedError), after those started by earlier messages have
-                # taken their first step (their steps are already scheduled).
-                loop.call_soon(_cancel_tasks, loop)
+                # taken their first step (their steps are already scheduled);
+                # stopped is set once they have ended (they hold the instance).
+                loop.call_soon(_cancel_tasks, loop, self.stopped)
             self.actor = None          # its __del__ runs now, not at process exit
+            if loop is None:
+                self.stopped.set()
             if port_id:
                 self.node.reply(raddr, port_id, rank, True, None, rkey)
         elif method == "__supervise__":

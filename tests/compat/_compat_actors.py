@@ -208,3 +208,28 @@ class Lifecycle(Actor):
 
     def __del__(self) -> None:
         self._note("del")
+
+
+class AsyncLifecycle(Actor):
+    """An async actor whose endpoint is still awaiting when its proc stops."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def _note(self, what: str) -> None:
+        with open(self.path, "a") as f:
+            f.write(what + "\n")
+
+    @endpoint
+    async def hang(self) -> None:
+        self._note("hang")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._note("hang cancelled")
+
+    async def __cleanup__(self, exc) -> None:
+        self._note(f"cleanup {exc!r}")
+
+    def __del__(self) -> None:
+        self._note("del")

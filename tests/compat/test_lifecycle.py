@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from _compat_actors import Lifecycle
@@ -13,6 +15,22 @@ pytestmark = pytest.mark.timeout(120)
 
 def _events(path):
     return path.read_text().splitlines() if path.exists() else []
+
+
+def test_stop_of_an_async_actor_cancels_its_endpoint_before_del(tmp_path):
+    from _compat_actors import AsyncLifecycle
+    pm = this_host().spawn_procs(per_host={"procs": 1})
+    log = tmp_path / "async.log"
+    m = pm.spawn("alife", AsyncLifecycle, str(log))
+    pending = m.hang.call_one()
+    deadline = time.monotonic() + 20
+    while "hang" not in _events(log) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pm.stop().get(30) is None
+    # the task held the instance: __del__ only after the cancelled endpoint ended
+    assert _events(log) == ["hang", "cleanup None", "hang cancelled", "del"]
+    with pytest.raises(Exception):
+        pending.get(10)
 
 
 def test_proc_mesh_stop_runs_sent_messages_then_cleanup_then_del(tmp_path):
