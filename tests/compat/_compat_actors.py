@@ -148,45 +148,6 @@ class Concurrent(Actor):
         return list(self.events)
 
 
-class Gate(Actor):
-    """``wait`` answers only once ``open`` is called: a call that stays pending."""
-
-    def __init__(self) -> None:
-        self.opened = asyncio.Event()
-
-    @endpoint
-    async def wait(self) -> str:
-        await self.opened.wait()
-        return "opened"
-
-    @endpoint
-    async def open(self) -> None:
-        self.opened.set()
-
-
-class Poller(Actor):
-    """Polls a Gate with ``asyncio.wait_for`` timeouts until stopped, as Monarch's
-    grpo_actor.py Scorer does; ``stop`` must get through while ``run`` loops."""
-
-    def __init__(self, gate) -> None:
-        self.gate = gate
-        self.running = False
-
-    @endpoint
-    async def run(self, timeout: float) -> int:
-        self.running, timeouts = True, 0
-        while self.running:
-            try:
-                await asyncio.wait_for(self.gate.wait.call_one(), timeout)
-            except asyncio.TimeoutError:
-                timeouts += 1
-        return timeouts
-
-    @endpoint
-    async def stop(self) -> None:
-        self.running = False
-
-
 class Lifecycle(Actor):
     """Writes what happens to it into a file (its process may be gone afterwards)."""
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 import pytest
 
-from _compat_actors import (Aborter, Concurrent, Gate, Leaf, Mixed, Named, Parent, Poller,
-                            Registry)
+from _compat_actors import Aborter, Concurrent, Leaf, Mixed, Named, Parent, Registry
 from monarch_cy.actor import (Accumulator, Actor, Channel, Future, MeshStoppedError, Port,
                               PortReceiver, SupervisionError, ValueMesh, context,
                               current_actor_name, endpoint, get_or_spawn_controller, send,
-                              shutdown_context, this_host, unhandled_fault_hook)
+                              shutdown_context, unhandled_fault_hook)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -177,72 +175,6 @@ def test_concurrent_endpoint(procs):
             @concurrent_endpoint
             def f(self):
                 return 1
-
-
-def test_future_as_asyncio(procs):
-    m = procs.spawn("leaves_aio", Leaf, "a")
-
-    async def main():
-        fut = m.slice(procs=0).pid.call_one()
-        af = fut.as_asyncio()
-        assert isinstance(af, asyncio.Future)
-        return await af
-    assert asyncio.run(main())[1] == "a"
-
-
-def test_wait_for_times_out_a_pending_call_inside_an_actor(procs):
-    one = procs.slice(procs=0)
-    gate = one.spawn("gate_poll", Gate)
-    poller = one.spawn("poller", Poller, gate)
-    run = poller.run.call_one(0.2)
-    time.sleep(0.7)
-    poller.stop.call_one().get(10)
-    assert run.get(10) >= 2             # each timeout fired; the loop then saw stop
-
-
-def test_a_cancelled_await_leaves_the_future_usable(procs):
-    gate = procs.slice(procs=0).spawn("gate_await", Gate)
-
-    async def main():
-        fut = gate.wait.call_one()
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(_await(fut), 0.2)     # a task awaiting it, cancelled
-        assert not fut.done() and not fut.cancelled()
-        await gate.open.call_one()
-        return await fut
-    assert asyncio.run(main()) == "opened"
-
-
-async def _await(fut):
-    return await fut
-
-
-def test_future_cancel_follows_asyncio(procs):
-    gate = procs.slice(procs=0).spawn("gate_cancel", Gate)
-
-    async def main():
-        a, b = gate.wait.call_one(), gate.wait.call_one()
-        with pytest.raises(asyncio.TimeoutError):        # gather's cancel reaches a, b
-            await asyncio.wait_for(asyncio.gather(a, b), 0.2)
-        assert a.cancelled() and b.cancelled() and a.done()
-        with pytest.raises(asyncio.CancelledError):
-            a.get()
-        with pytest.raises(asyncio.CancelledError):
-            await b
-        await gate.open.call_one()
-        c = gate.wait.call_one()
-        assert await c == "opened"
-        assert c.cancel() is False and not c.cancelled()  # done: cancel is refused
-        return c.get()
-    assert asyncio.run(main()) == "opened"
-
-
-def test_stop_cancels_running_async_endpoints(procs):
-    gate = procs.slice(procs=0).spawn("gate_stop", Gate)
-    pending = gate.wait.call_one()
-    gate.stop().get(10)
-    with pytest.raises(MeshStoppedError):
-        pending.get(10)
 
 
 def test_logging_option_is_awaitable(procs):
