@@ -114,16 +114,25 @@ class Future(Generic[R]):
         if self._value is not _PENDING:
             loop.call_soon(fn, self, context=context)
             return
+        self._on_loop(loop, fn, inline=False, orig=fn, context=context)
+
+    def _on_loop(self, loop, fn, *, inline: bool, orig=None, context=None) -> None:
+        """Run ``fn(self)`` on ``loop`` once resolved (the loop pumps the reply
+        inbox itself).  Resolved in the loop's own thread: at once (``inline``) or
+        with ``call_soon``; from another thread: with ``call_soon_threadsafe``."""
+        w = self._waiter
         if w is not None:
-            w.loop_reader(loop)     # this loop pumps the reply inbox itself
+            w.loop_reader(loop)
         tid = get_ident()
 
         def cb(f):
-            if get_ident() == tid:
-                loop.call_soon(fn, f, context=context)
-            else:
+            if get_ident() != tid:
                 loop.call_soon_threadsafe(fn, f, context=context)
-        self._add_callback(cb, fn)
+            elif inline:
+                fn(f)
+            else:
+                loop.call_soon(fn, f, context=context)
+        self._add_callback(cb, orig)
 
     def remove_done_callback(self, fn) -> int:
         """Remove callbacks added as ``fn``; return how many were removed."""
@@ -233,18 +242,9 @@ class Future(Generic[R]):
         return self._value
 
     def _observer(self, loop):
+        """A fresh future of ``loop`` resolved as this one (one per await)."""
         out = loop.create_future()
-        w = self._waiter
-        if w is not None:
-            w.loop_reader(loop)     # this loop pumps the reply inbox itself
-        tid = get_ident()
-
-        def cb(f):
-            if get_ident() == tid:          # resolved in the loop's own thread
-                _copy_into(out, f)
-            else:
-                loop.call_soon_threadsafe(_copy_into, out, f)
-        self._add_callback(cb)
+        self._on_loop(loop, lambda f: _copy_into(out, f), inline=True)
         return out
 
     def as_asyncio(self):
