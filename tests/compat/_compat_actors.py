@@ -148,6 +148,11 @@ class Concurrent(Actor):
         return list(self.events)
 
 
+def _append(path: str, line: str) -> None:
+    with open(path, "a") as f:
+        f.write(line + "\n")
+
+
 class Lifecycle(Actor):
     """Writes what happens to it into a file (its process may be gone afterwards)."""
 
@@ -155,8 +160,7 @@ class Lifecycle(Actor):
         self.path = path
 
     def _note(self, what: str) -> None:
-        with open(self.path, "a") as f:
-            f.write(what + "\n")
+        _append(self.path, what)
 
     @endpoint
     def work(self, i: int) -> None:
@@ -178,8 +182,7 @@ class AsyncLifecycle(Actor):
         self.path = path
 
     def _note(self, what: str) -> None:
-        with open(self.path, "a") as f:
-            f.write(what + "\n")
+        _append(self.path, what)
 
     @endpoint
     async def hang(self) -> None:
