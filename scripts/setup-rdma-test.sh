@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install, as root with apt, what the soft-RoCE test harness (tests/rdma/) needs:
+# Install, as root with apt, what the soft-RoCE test harness (tests/verbs/ and tests/rdma_buffer/) needs:
 #   qemu-system-x86 (no recommends)   boots the test guest (software emulation, -accel tcg)
 #   busybox-static, cpio, kmod         build the guest's initramfs (busybox, archive, depmod)
 #   rdma-core, ibverbs-utils           the `rdma` link tool and verbs utilities used in the guest

@@ -54,3 +54,8 @@ def pytest_runtest_setup(item):
         reason = _gpu_absent_reason()
         if reason:
             pytest.skip(reason)
+
+
+# -- real RDMA verbs: a session fixture booting the soft-RoCE guest once, used by
+# tests/verbs and tests/rdma_buffer (defined here so both folders share one boot).
+from _rdma_guest import rdma_guest  # noqa: E402,F401

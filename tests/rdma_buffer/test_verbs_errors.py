@@ -2,7 +2,7 @@
 
 No device needed: the owner's liveness (``_watch.check_owner``) and its
 service's answer (``_tcp.request``) are stood in for.  The real paths run in the
-soft-RoCE guest (``tests/rdma/test_rdma_buffer_guest.py``).
+soft-RoCE guest (``tests/rdma_buffer/test_buffer_guest.py``).
 """
 
 from __future__ import annotations

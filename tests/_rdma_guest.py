@@ -1,8 +1,14 @@
-"""Fixtures of the RDMA tests: one soft-RoCE guest boot per test session.
+"""The soft-RoCE guest fixture: one boot per test session, shared by two folders.
 
-``rdma_guest`` boots the qemu guest of ``_guest.py`` once and runs two jobs of
-checks there: ``guest_checks.py`` (the verbs tier, asserted by
-``test_verbs_guest.py``), then ``guest_rdma_buffer.py`` (``RDMABuffer`` over the
+Real verbs are hardware the CI machine lacks, so they are a fixture, not a
+folder: ``tests/conftest.py`` imports ``rdma_guest`` from here (a session
+fixture must live in a common ancestor conftest, or each folder would boot its
+own guest), and the tests that need it sit beside the tests of their modules:
+``tests/verbs/test_verbs_guest.py`` and ``tests/rdma_buffer/test_buffer_guest.py``.
+
+``rdma_guest`` boots the qemu guest of ``_soft_roce_guest.py`` once and runs two jobs of
+checks there: ``verbs/guest_checks.py`` (the verbs tier, asserted by
+``test_verbs_guest.py``), then ``rdma_buffer/guest_rdma_buffer.py`` (``RDMABuffer`` over the
 ``ibverbs`` backend through the actor runtime, asserted by
 ``test_rdma_buffer_guest.py``); it returns both results.  It skips, with the reason,
 where the guest cannot be had (no qemu, busybox-static, depmod or kernel
@@ -36,10 +42,9 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
+REPO = HERE.parent
 
-import _guest  # noqa: E402
+import _soft_roce_guest as _guest  # noqa: E402
 
 GUEST_JOB = r"""
 set -u
@@ -116,8 +121,8 @@ def rdma_guest() -> GuestRun:
         pytest.skip(f"soft-RoCE guest unavailable: {e}")
     timeout = float(os.environ.get("MONARCH_CY_RDMA_GUEST_TIMEOUT", "420"))
     job = (GUEST_JOB.replace("{python}", sys.executable)
-           .replace("{checks}", str(HERE / "guest_checks.py"))
-           .replace("{buffer_checks}", str(HERE / "guest_rdma_buffer.py"))
+           .replace("{checks}", str(HERE / "verbs" / "guest_checks.py"))
+           .replace("{buffer_checks}", str(HERE / "rdma_buffer" / "guest_rdma_buffer.py"))
            .replace("{check_timeout}", str(int(max(30, (timeout - 60) / 2)))))
     run = _guest.run_job(image, job, timeout=timeout)
     try:

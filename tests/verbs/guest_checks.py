@@ -1,4 +1,4 @@
-"""Real-verbs checks, run inside the soft-RoCE guest (see _guest.py and conftest.py).
+"""Real-verbs checks, run inside the soft-RoCE guest (see tests/_soft_roce_guest.py and tests/_rdma_guest.py).
 
 ``python guest_checks.py RESULTS.json --device-a rxe0 --device-b rxe0`` runs
 every check and writes ``{name: {"ok": bool, "detail": str}}``.  Two processes:
@@ -30,8 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
-from _guest import write_results  # noqa: E402  (this script's folder is on sys.path)
+from _soft_roce_guest import write_results  # noqa: E402
 from monarch_cy import _rdma  # noqa: E402
 from monarch_cy._verbs import (  # noqa: E402
     Context, ProtectionDomain, QPEndpoint, QueuePair, RemoteRegion, VerbsError, VerbsTimeout,

@@ -2,7 +2,7 @@
 
 ``python guest_rdma_buffer.py RESULTS.json --owner-device rxe0 --reader-device rxe1
 --owner-link mcya0`` runs every check and writes ``{name: {"ok": bool, "detail": str,
-"seconds": float, ...}}`` (``tests/rdma/test_rdma_buffer_guest.py`` asserts them).
+"seconds": float, ...}}`` (``tests/rdma_buffer/test_buffer_guest.py`` asserts them).
 
 This process is the controller of an actor job: it spawns procs with
 ``this_host().spawn_procs`` -- the *owner* mesh with ``MONARCH_CY_RDMA_DEVICE`` set
@@ -27,12 +27,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 
-from _buffer_actors import Peer, pattern, sha  # noqa: E402
-from _guest import write_results  # noqa: E402
+from _guest_buffer_actors import Peer, pattern, sha  # noqa: E402
+from _soft_roce_guest import write_results  # noqa: E402
 
 MiB = 1 << 20
 BIG = 8 * MiB + 17              # the main read: not a multiple of a page or a message
