@@ -145,6 +145,7 @@ class ActorHost:
         self.cleaned = threading.Event()    # __cleanup__ ran (or there is none)
         self.stopped = threading.Event()    # stopped: instance dropped, tasks ended
         self._seen_sent = False
+        self._bad_records = 0       # malformed messages dropped
         self.name = name
         self.addr = addr
         self.rank = rank
@@ -241,7 +242,10 @@ class ActorHost:
 
     def _handle(self, frames, loop=None) -> None:
         node = self.node
-        (method, raddr, port_id, rank, rkey, ext), payload = unpack_call(frames[0])
+        try:
+            (method, raddr, port_id, rank, rkey, ext), payload = unpack_call(frames[0])
+        except Exception as e:  # noqa: BLE001 - a malformed record fails alone
+            return self._malformed(frames, e)
         _msg_set((rank, ext))
         try:
             if self.failed is not None:
@@ -267,7 +271,7 @@ class ActorHost:
             self._fail(e, raddr, port_id, rank, rkey, method)
             return
         if port_id and not explicit:
-            node.reply(raddr, port_id, rank, True, result, rkey)
+            node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable(method))
 
     async def _run_task(self, fn, args, kwargs, raddr, port_id, rank, rkey, explicit,
                         method):
@@ -281,7 +285,31 @@ class ActorHost:
             self._fail(e, raddr, port_id, rank, rkey, method)
             return
         if port_id and not explicit:
-            self.node.reply(raddr, port_id, rank, True, result, rkey)
+            self.node.reply(raddr, port_id, rank, True, result, rkey,
+                            self._unsendable(method))
+
+    def _unsendable(self, method):
+        """How a result of ``method`` that cannot be encoded is answered: an
+        ActorError naming the endpoint, this rank and the cause (the actor goes on)."""
+        def describe(e):
+            cause = f"{type(e).__name__}: {e}"
+            exc = TypeError(f"the result of endpoint {method} on rank {self.rank.rank} of "
+                            f"{self.name} cannot be sent: {cause}")
+            return ActorError(exc, f"{exc}\n", self.name, self.rank.rank, method)
+        return describe
+
+    def _malformed(self, frames, exc) -> None:
+        """A record whose header cannot be parsed (from an authenticated peer: a bug
+        or a version skew, never an outsider's).  No one can be answered; it is
+        dropped and logged (the first few, then one in 1000), and the actor serves
+        the next message."""
+        self._bad_records += 1
+        n = self._bad_records
+        if n <= 3 or n % 1000 == 0:
+            head = bytes(memoryview(frames[0])[:16]) if frames else b""
+            _log.error("actor %s: dropped malformed message #%d (%d frame(s), header "
+                       "starts %r): %s", self.inst.actor_id, n, len(frames), head,
+                       _one_line(exc))
 
     def abort(self, reason) -> None:
         """``context().actor_instance.abort(reason)``: fail this actor now."""

@@ -223,14 +223,29 @@ class Node(Owned, SendMixin, PumpMixin):
     def drop_port(self, port_id: int) -> None:
         self._ports.pop(port_id, None)
 
-    def reply(self, addr: str, port_id: int, rank, ok: bool, value, receiver_key=None):
-        """Send a value (``ok``) or an exception to a port. Thread-safe."""
+    def reply(self, addr: str, port_id: int, rank, ok: bool, value, receiver_key=None,
+              unsendable=None):
+        """Send a value (``ok``) or an exception to a port. Thread-safe.
+
+        The port always gets an answer: when ``value`` cannot be encoded (any
+        exception while pickling it or placing its buffers), it gets an error instead
+        -- ``unsendable(exc)`` when given (the caller names the endpoint and rank),
+        else a ``remote_error`` with the cause -- and when even that cannot be
+        encoded, a plain-text one.  Never raises for an unencodable value.
+        """
+        receivers = (receiver_key or addr,)
         try:
-            data, extras = self.encode(value, (receiver_key or addr,))
-        except TypeError as e:
-            ok = False
-            data, extras = self.encode(self.remote_error(None, f"result cannot be sent: "
-                                                         f"{e}"), (addr,))
+            data, extras = self.encode(value, receivers)
+        except Exception as e:  # noqa: BLE001 - the caller must hear of it, whatever it is
+            what, ok = ("result" if ok else "error"), False
+            try:
+                err = unsendable(e) if unsendable is not None else self.remote_error(
+                    None, f"the {what} cannot be sent: {type(e).__name__}: {e}")
+                data, extras = self.encode(err, receivers)
+            except Exception as e2:  # noqa: BLE001
+                data, extras = self.encode(self.remote_error(
+                    None, f"the reply cannot be sent: {type(e).__name__}: {e} (and "
+                          f"describing that failed: {type(e2).__name__}: {e2})"), ())
         self.send(addr, [pack((REPLY, port_id, rank, ok), data), *extras])
 
     def _flush_releases(self) -> None:
