@@ -128,15 +128,14 @@ def zygote_main(first: dict, stdin) -> None:
     from monarch_cy._transport import auth, node, shm, wire  # noqa: F401
     import monarch_cy.actor  # noqa: F401  (what user actor modules import)
     import gc
-    import shutil
     import signal
     gc.freeze()        # workers' collections skip what they inherit: fewer COW faults
     status = first["status_fd"]
     children = set()
-    rundir = []
 
     def parent_died(signum, frame):
-        # The controller is gone: take every worker down with us, leave no files.
+        # The controller is gone: take every worker down with us (its run directory
+        # is removed by its reaper, monarch_cy._actor.rundir).
         # Stdin's EOF and the parent-death SIGTERM both come here: the first one wins
         # (a SIGTERM arriving mid-way must not re-enter, e.g. inside an import).
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -150,8 +149,6 @@ def zygote_main(first: dict, stdin) -> None:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
-        if rundir:
-            shutil.rmtree(rundir[0], ignore_errors=True)
         os._exit(0)
     signal.signal(signal.SIGTERM, parent_died)
     _pdeathsig(signal.SIGTERM)
@@ -182,8 +179,6 @@ def zygote_main(first: dict, stdin) -> None:
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
                     req = json.loads(line)
-                    if not rundir and req["cfg"].get("rundir"):
-                        rundir.append(req["cfg"]["rundir"])
                     req["cfg"]["_parent"] = me
                     pid = os.fork()
                     if pid == 0:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import shutil
 import socket
-import tempfile
 import threading
 
 from monarch_cy._actor.errors import ActorError
@@ -73,7 +72,8 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     machines, see monarch_cy._hosts); ``secret``: the job secret (default: random)."""
     global SINK
     from monarch_cy._actor import actor_host, logs
-    rundir = tempfile.mkdtemp(prefix="mcy-")
+    from monarch_cy._actor.rundir import make_rundir
+    rundir = make_rundir()
     keys = JobKeys(secret)
     if host is not None:
         addrs = []

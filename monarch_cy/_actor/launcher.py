@@ -29,6 +29,8 @@ import subprocess
 import sys
 import threading
 
+from monarch_cy._log import logger
+
 __all__ = ["start_proc", "prestart", "ProcHandle", "shutdown_zygote"]
 
 
@@ -139,6 +141,11 @@ def _mode() -> str:
 
 _zygote = None
 _zlock = threading.Lock()
+_log = logger("actor")
+
+
+class _ZygoteGone(Exception):
+    """The fork server this request went to is dead."""
 
 
 class _Zygote:
@@ -155,6 +162,7 @@ class _Zygote:
         self.next_id = 0
         self.lock = threading.Lock()
         self.buf = b""
+        self.dead = False
         self._write({"zygote": True, "status_fd": w, "controller_pid": os.getpid(),
                      "zmq": zmq})
         self.watched = False
@@ -164,11 +172,20 @@ class _Zygote:
         self.popen.stdin.flush()
 
     def fork(self, cfg: dict, env: dict) -> ProcHandle:
+        """Ask for one worker; raises :class:`_ZygoteGone` if this zygote is dead
+        (the caller starts a new one)."""
         h = ProcHandle()
         with self.lock:
+            if self.dead:
+                raise _ZygoteGone()
             self.next_id += 1
             self.pending[self.next_id] = h
-            self._write({"id": self.next_id, "cfg": cfg, "env": env})
+            try:
+                self._write({"id": self.next_id, "cfg": cfg, "env": env})
+            except (BrokenPipeError, OSError, ValueError):   # ValueError: pipe closed
+                self.pending.pop(self.next_id, None)
+                self._forget()
+                raise _ZygoteGone() from None
         return h
 
     def _readable(self, fd) -> bool:
@@ -194,8 +211,25 @@ class _Zygote:
                     h._exit(int(parts[2]))
         return True
 
+    def _forget(self) -> None:
+        """This zygote is dead: the next start makes a new one."""
+        global _zygote
+        self.dead = True
+        with _zlock:
+            if _zygote is self:
+                _zygote = None
+
     def _lost(self) -> None:
-        """The zygote is gone: its procs can no longer be watched; count them dead."""
+        """The zygote is gone (its status pipe closed): its procs can no longer be
+        watched, so they are killed and counted dead (each one's exit is reported,
+        which fails its calls through supervision); the next start makes a new
+        zygote."""
+        with self.lock:
+            self._forget()
+        try:
+            os.close(self.status_fd)
+        except OSError:
+            pass
         for h in list(self.by_pid.values()) + list(self.pending.values()):
             h._started.set()
             if h.pid is not None:
@@ -235,11 +269,21 @@ def start_proc(node, cfg: dict, env: dict) -> ProcHandle:
         h._started.set()
         node.watch_pid(popen.pid, lambda pid: h._exit(popen.wait()))
         return h
-    z = prestart()
-    if not z.watched:
-        z.watched = True
-        node.watch_fd(z.status_fd, z._readable)
-    return z.fork(cfg, env)
+    for attempt in (1, 2):
+        z = prestart()
+        if not z.watched:
+            z.watched = True
+            node.watch_fd(z.status_fd, z._readable)
+        try:
+            return z.fork(cfg, env)
+        except _ZygoteGone:
+            # The fork server died (killed, OOM): start a new one and ask it.
+            _log.warning("the fork server (pid %s) is gone; starting a new one",
+                         z.popen.pid)
+            if attempt == 2:
+                raise RuntimeError("the fork server died twice in a row while starting "
+                                   "a proc; set MONARCH_CY_START=exec to start procs "
+                                   "without it") from None
 
 
 def prestart():

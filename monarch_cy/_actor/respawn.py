@@ -32,7 +32,13 @@ Calls in flight at the moment of failure
   are random per incarnation, so late replies meant for the old one are dropped.
 * Calls made after detection and before ``respawn`` starts raise at once.
 * Calls made after ``respawn()`` returned (even before its Future resolves) are
-  queued for the new incarnation and run after its ``__init__``.
+  held by the controller's node (:meth:`Node.hold`, in the order made) and sent to
+  the new incarnation once it is started, after its ``__init__`` message; if the
+  respawn fails they fail with ``SupervisionError`` ("respawn failed: ...").
+* Whatever dies during the respawn, it resolves or fails within its bound: a new
+  proc that exits before the respawn listens for its exit is still seen (its exit
+  is checked once the listener is in place), and a dead fork server is replaced
+  (:mod:`.launcher`).
 * A mesh-wide ``call`` in flight fails as a whole with ``SupervisionError``; the
   survivors' parts of it ran (or run) to completion, their results are dropped.
 
@@ -93,7 +99,22 @@ def respawn(pm, ranks=None) -> Future:
                 targets.append(g)
     from monarch_cy._actor import supervision
     supervision.note_recovered(st)
+    _in_pump(node, lambda: _hold_calls(node, st, targets))
     return start(node, st, targets, 0.0)
+
+
+def _hold_calls(node, st, targets) -> None:
+    """In the pump, before ``respawn()`` returns: calls made from now on to the
+    target ranks are held by the node and sent to the new incarnation once it is
+    up (or failed with SupervisionError if it never comes).  A live proc being
+    replaced is marked down first, so that its pending calls end now and the held
+    ones are not mistaken for them."""
+    from monarch_cy._actor import proc_failure as pfail
+    for g in targets:
+        old = st.procs[g]
+        _mark_down_if_live(node, st, old)
+        node.hold(pfail._addrs_on(st, g, old))
+        node.revive(old.key)          # calls are no longer refused: they are held
 
 
 def start(node, st, targets, delay: float, policy: bool = False) -> Future:
@@ -114,8 +135,11 @@ def _run(node, st, targets, delay, policy, fut) -> None:
         with st.respawn_lock:
             if targets is None:
                 targets = sorted(g for g in range(len(st.procs)) if _failed(node, st, g))
-            elif policy:
-                targets = [g for g in targets if _failed(node, st, g)]
+            else:                      # a respawn just before may have healed some
+                healed = [g for g in targets if not _failed(node, st, g)]
+                for g in healed:       # their calls were held for nothing: send them
+                    _release(node, st, g)
+                targets = [g for g in targets if g not in healed]
             waits = []
             for g in targets:
                 waits += _restart_rank(node, st, g)
@@ -124,6 +148,8 @@ def _run(node, st, targets, delay, policy, fut) -> None:
                 st.failed_ranks.discard(g)
         fut._set_result(list(targets))
     except BaseException as e:  # noqa: BLE001 - delivered through the Future
+        if targets:
+            _in_pump_quiet(node, lambda: _give_up_held(node, st, targets, e))
         if policy and not st.stopped:
             from monarch_cy._log import logger
             logger("actor").error("restart policy of proc mesh %r failed: %s", st.name, e)
@@ -148,6 +174,45 @@ def _in_pump(node, fn) -> None:
         raise box[0]
 
 
+def _in_pump_quiet(node, fn) -> None:
+    try:
+        _in_pump(node, fn)
+    except BaseException as e:  # noqa: BLE001 - already failing; say so, go on
+        from monarch_cy._log import logger
+        logger("actor").error("respawn cleanup failed: %s", e)
+
+
+def _release(node, st, g, first=None) -> None:
+    """Send what was held for rank ``g``'s addresses (``first``: addr -> frames to
+    send before them)."""
+    from monarch_cy._actor import proc_failure as pfail
+    first = first or {}
+    for addr in pfail._addrs_on(st, g, st.procs[g]):
+        node.release_held(addr, first.get(addr, ()))
+
+
+def _give_up_held(node, st, targets, exc) -> None:
+    """The respawn failed: calls held for ranks that did not come back fail (their
+    ports end with SupervisionError through ``proc_failed``), nothing is sent."""
+    from monarch_cy._actor import proc_failure as pfail
+    cause = f"respawn failed: {exc}"
+    for g in targets:
+        p = st.procs[g]
+        addrs = pfail._addrs_on(st, g, p)
+        if node.discard_held(addrs) or p.key not in node.dead and not p.up.is_set():
+            node.proc_failed(p.key, cause, addrs)
+
+
+def _mark_down_if_live(node, st, old) -> None:
+    """In the pump: a proc still running (a failed actor on it, a silent one) is
+    being replaced: its exit will be ours, not a failure, and its pending calls end
+    now.  Idempotent."""
+    if old.popen is not None and old.alive and not old.done.is_set() and \
+            not old.replaced and not old.reported:
+        old.replaced = True
+        _mark_down(node, st, old)
+
+
 def _check_stopped(st) -> None:
     if st.stopped:
         raise MeshStoppedError(st.name, None, "proc mesh stopped during respawn")
@@ -164,9 +229,7 @@ def _restart_rank(node, st, g) -> list:
     old = st.procs[g]
     _check_stopped(st)
     if old.popen is not None and old.alive and not old.done.is_set():
-        old.replaced = not old.reported      # alive: its exit is ours, not a failure
-        if old.replaced:                      # (a failed actor on a live proc)
-            _in_pump(node, lambda: _mark_down(node, st, old))
+        _in_pump(node, lambda: _mark_down_if_live(node, st, old))
         try:
             old.popen.kill()
         except OSError:
@@ -178,7 +241,6 @@ def _restart_rank(node, st, g) -> list:
     handle = old.starter()
     new = pmod._Proc(g, old.key, handle, st, old.starter, old.daddr)
     new.remote = old.remote
-    handle._on_exit = lambda code, p=new: pfail._on_exit(node, p, code)
 
     def revive():
         st.procs[g] = new
@@ -192,6 +254,7 @@ def _restart_rank(node, st, g) -> list:
                 node.send(other.key, [msg])
     _in_pump(node, revive)
     waits = []
+    ready = {}                 # addr -> the __ready__ call, sent before held calls
     for rec in st.meshes:
         ent = rec.where.get(g)
         if ent is None:
@@ -205,8 +268,17 @@ def _restart_rank(node, st, g) -> list:
         node.send(new.key, [pack(hdr, data), *extras])
         f = Future._make(node)
         port = node.register_port(OneCollector(f, new.key, rec.name, i))
-        node.send(addr, [pack_call("__ready__", node.direct_addr, port, 0, node.key, None)])
+        ready[addr] = [[pack_call("__ready__", node.direct_addr, port, 0, node.key, None)]]
         waits.append((g, f))
+
+    def arm():
+        # In the pump, where exits are reported: a proc that died before this point
+        # (its exit seen with no one listening) fails now, never silently.
+        handle._on_exit = lambda code, p=new: pfail._on_exit(node, p, code)
+        _release(node, st, g, ready)
+        if handle.returncode is not None:
+            pfail._on_exit(node, new, handle.returncode)
+    _in_pump(node, arm)
     if not waits:
         from monarch_cy._actor import heartbeat
         heartbeat.ping(node, new)

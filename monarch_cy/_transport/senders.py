@@ -24,6 +24,8 @@ _B = None            # zmq.backend.Socket, set by Node._ensure_zmq
 class SendMixin:
     """Outgoing connections of a :class:`Node` (see the module docstring)."""
 
+    _held = None      # addr -> [frames...] held while its proc is being respawned
+
     def _client(self, addr: str):
         zmq = self._ensure_zmq()
         s = self.ctx.socket(zmq.PUSH)
@@ -49,6 +51,11 @@ class SendMixin:
         self._send_now(addr, frames)
 
     def _send_now(self, addr: str, frames) -> None:
+        if self._held and self._hold_if_held(addr, frames):
+            return
+        self._send_out(addr, frames)
+
+    def _send_out(self, addr: str, frames) -> None:
         if addr[0] == "u":
             return self._send_unix(addr, frames)
         ent = self._dest(addr, lambda a: (self._client(a), threading.Lock()))
@@ -57,7 +64,7 @@ class SendMixin:
         bsend = _B.send
         with ent[1]:
             if ent[0].closed:             # forgotten meanwhile (its peer died)
-                return self._send_now(addr, frames)
+                return self._send_out(addr, frames)
             if len(frames) == 1:
                 bsend(ent[0], frames[0], 0, True, False)
             else:
@@ -72,7 +79,7 @@ class SendMixin:
     def send_many(self, addr: str, msgs) -> None:
         """Send ``msgs`` (lists of frames) to ``addr`` in order, batched where the
         transport can (unix: few records).  Not held by a cork."""
-        if addr[0] != "u":
+        if addr[0] != "u" or (self._held and addr in self._held):
             for frames in msgs:
                 self._send_now(addr, frames)
             return
@@ -127,6 +134,54 @@ class SendMixin:
         o = self._live_outlet(addr)
         if o is not None and not o.send(frames):
             self.call_in_pump(lambda: self._arm_outlet(o))
+
+    # -- holding: messages for a proc being respawned wait for its new incarnation --
+    def hold(self, addrs) -> None:
+        """From now on, messages to ``addrs`` are kept here, in order, until
+        :meth:`release_held` sends them or :meth:`discard_held` drops them.
+        Idempotent.  Thread-safe."""
+        with self._out_lock:
+            if self._held is None:
+                self._held = {}
+            for a in addrs:
+                self._held.setdefault(a, [])
+
+    def _hold_if_held(self, addr, frames) -> bool:
+        with self._out_lock:
+            q = self._held.get(addr)
+            if q is None:
+                return False
+            q.append(frames)
+            return True
+
+    def release_held(self, addr: str, first=()) -> int:
+        """Send ``first`` (lists of frames), then what was held for ``addr``, in
+        order; later messages go straight out.  Messages held while this runs are
+        sent after the earlier ones (per-sender FIFO holds).  Returns how many held
+        messages were sent."""
+        sent = 0
+        batch = list(first)
+        while True:
+            for frames in batch:
+                self._send_out(addr, frames)
+            with self._out_lock:
+                q = self._held.get(addr) if self._held else None
+                if not q:
+                    if self._held:
+                        self._held.pop(addr, None)
+                    return sent
+                batch, self._held[addr] = q, []
+                sent += len(batch)
+
+    def discard_held(self, addrs) -> int:
+        """Drop what is held for ``addrs`` (their proc did not come back: the
+        callers' ports are failed by :meth:`Node.proc_failed`) and stop holding."""
+        n = 0
+        with self._out_lock:
+            for a in addrs:
+                q = self._held.pop(a, None) if self._held else None
+                n += len(q or ())
+        return n
 
     def forget(self, addrs) -> None:
         """Close the sockets to ``addrs``, discarding what is queued on them; a later

@@ -167,3 +167,57 @@ def test_stop_with_stuck_endpoint_is_bounded():
     t = time.monotonic()
     pm.stop().get(15)
     assert time.monotonic() - t < 5.0
+
+
+def test_respawn_fails_fast_when_the_new_proc_dies_before_it_is_watched(hook):
+    """The new incarnation exits before the respawn listens for its exit: the
+    respawn fails within seconds (not the 120 s readiness bound), the calls made
+    meanwhile fail with SupervisionError, and a second respawn works."""
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    m = pm.spawn("early", Echo, "e")
+    st = pm._state
+    pid = m.slice(gpus=1).whoami.call_one().get(10)[4]
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(SupervisionError):
+        m.slice(gpus=1).ping.call_one(1).get(10)
+    real = st.procs[1].starter
+
+    def dies_at_once():
+        h = real()
+        h.kill()
+        h.wait(10)              # its exit is processed before anyone listens for it
+        return h
+    st.procs[1].starter = dies_at_once
+    t = time.monotonic()
+    fut = pm.respawn([1])
+    held = m.slice(gpus=1).ping.call_one("held")
+    with pytest.raises(SupervisionError):
+        fut.get(30)
+    assert time.monotonic() - t < 15
+    with pytest.raises(SupervisionError):
+        held.get(10)
+    for p in st.procs:
+        p.starter = real
+    assert pm.respawn([1]).get(30) == [1]
+    assert m.slice(gpus=1).ping.call_one(2).get(10) == 2
+    pm.stop().get(10)
+
+
+def test_calls_right_after_respawn_reach_the_new_proc(hook):
+    """respawn() returned: calls made before its Future resolves are held and run
+    on the new incarnation, in the order made; none sees the old failure."""
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    m = pm.spawn("after", Echo, "a")
+    for trial in range(5):
+        pid = m.slice(gpus=1).whoami.call_one().get(10)[4]
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError):
+            m.slice(gpus=1).ping.call_one(0).get(10)
+        fut = pm.respawn([1])
+        calls = [m.slice(gpus=1).incr.call_one() for _ in range(5)]
+        whole = m.ping.call(trial)
+        assert [c.get(30) for c in calls] == [1, 2, 3, 4, 5], trial
+        assert whole.get(30).values() == [trial, trial]
+        assert fut.get(30) == [1]
+        assert m.slice(gpus=1).whoami.call_one().get(10)[4] != pid
+    pm.stop().get(10)
