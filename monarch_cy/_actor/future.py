@@ -198,6 +198,8 @@ class Future(Generic[R]):
         if timeout is not None:
             from monarch_cy._checks import check_timeout
             timeout = check_timeout("timeout", timeout, allow_zero=True)
+            if timeout == float("inf"):
+                timeout = None                 # wait as long as it takes
         if self._self_wait is not None:
             raise RuntimeError(
                 f"{self._self_wait}: a sync actor waiting on a call to itself would "

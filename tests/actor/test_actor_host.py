@@ -66,3 +66,16 @@ def test_malformed_record_from_an_authenticated_peer_is_dropped(bad, record):
     node.send(addr, [record])
     node.send(addr, [record, b"extra frame"])
     assert isinstance(target.count.call_one().get(T), int)
+
+
+@pytest.mark.parametrize("exc_name", ["ValueError", "RuntimeError"])
+def test_argument_that_refuses_to_pickle_is_a_type_error_naming_the_endpoint(bad, exc_name):
+    import builtins
+
+    from _bad_results import RefusesToPickle
+    with pytest.raises(TypeError, match=r"arguments of endpoint bad_results\.count cannot be "
+                                        rf"sent: .*{exc_name}: this object refuses"):
+        bad.count.call(RefusesToPickle(getattr(builtins, exc_name)))
+    with pytest.raises(TypeError, match="too deeply"):
+        bad.slice(gpus=0).count.call_one(__import__("_bad_results").nested(200_000))
+    assert isinstance(bad.slice(gpus=0).count.call_one().get(T), int)

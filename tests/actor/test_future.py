@@ -79,3 +79,14 @@ def test_stop_cancels_running_async_endpoints(procs):
     gate.stop().get(10)
     with pytest.raises(MeshStoppedError):
         pending.get(10)
+
+
+def test_get_timeout_is_checked_and_infinity_waits(echo):
+    import math
+    for bad in (math.nan, "x", -1, True):
+        f = echo.slice(gpus=0).ping.call_one(1)
+        with pytest.raises(ValueError, match=r"^timeout must be .* got "):
+            f.get(bad)
+        assert f.get(10) == 1                 # the bad wait left the call intact
+    assert echo.slice(gpus=0).sleep.call_one(0.2).get(math.inf) == 0.2
+    assert echo.slice(gpus=0).ping.call_one(2).exception(math.inf) is None
