@@ -15,6 +15,20 @@ per-call timeouts (``endpoint.with_timeout(s)``) instead.
 ``MONARCH_CY_HEARTBEAT_TIMEOUT`` (seconds, default 10; 0 turns heartbeats off).
 It also covers start-up: a proc that does not answer its first heartbeat within
 ``timeout`` of being started is failed.
+
+Starved is not dead.  A late answer alone does not fail a proc of this host: the
+kernel is asked first (``/proc/<pid>/stat``: its state and CPU time).  Death needs
+no heartbeat at all (the pidfd or the fork server reports it at once).  A proc that
+is *stopped* (state ``T``: SIGSTOP, a debugger) or *hung* (asleep, no CPU time used
+since the previous look: a deadlock, a wedged interpreter) is failed at ``timeout``.
+A proc that is *busy* (it used CPU time since the previous look: an endpoint holding
+the GIL, a 2 GiB message being unpickled) or *starved* (runnable or in
+uninterruptible I/O but not given a CPU: a spawn storm, memory pressure) is making
+progress and is left alone until the much longer ``busy_bound(timeout)``
+(``max(10 * timeout, 60 s)``), after which it is failed as unresponsive.  A tick of
+the controller's own that ran late (the controller itself was starved) fails no
+one: the procs' answers may be waiting, unread, in its inbox.  Procs on other hosts
+(no ``/proc`` to read here) keep the plain rule.
 """
 
 from __future__ import annotations
@@ -24,7 +38,10 @@ import time
 from monarch_cy import _config
 from monarch_cy._transport.protocol import HEARTBEAT, HEARTBEAT_ACK
 
-__all__ = ["default_timeout", "start", "ping", "handle_ack", "handle_heartbeat"]
+__all__ = ["default_timeout", "start", "ping", "handle_ack", "handle_heartbeat",
+           "busy_bound", "verdict"]
+
+_CLK_TCK = None
 
 
 def default_timeout() -> float:
@@ -41,26 +58,91 @@ def ping(node, proc) -> None:
     node.send(proc.key, [_pack((HEARTBEAT,))])
 
 
+def busy_bound(timeout: float) -> float:
+    """How long a proc that is busy or starved (making progress) may go unanswered."""
+    return max(10.0 * timeout, 60.0)
+
+
+def _sample(pid: int):
+    """``(state letter, CPU seconds used)`` of process ``pid``, or None if unknown."""
+    global _CLK_TCK
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if _CLK_TCK is None:
+        import os
+        _CLK_TCK = os.sysconf("SC_CLK_TCK")
+    return fields[0].decode(), (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def verdict(state: str, cpu_used: float) -> str:
+    """What a late answer means, from the proc's kernel ``state`` and the CPU seconds
+    it used since the previous look: ``"stopped"``, ``"hung"`` (both fail at the
+    heartbeat timeout) or ``"busy"``/``"starved"`` (making progress)."""
+    if state in ("T", "t"):
+        return "stopped"
+    if cpu_used > 0:
+        return "busy"
+    if state in ("R", "D"):
+        return "starved"
+    return "hung"
+
+
+def _judge(p, now: float, quiet: float, timeout: float):
+    """The cause to fail ``p`` with now, or None to leave it (see the docstring)."""
+    prev = getattr(p, "cpu_sample", None)
+    pid = getattr(p.popen, "pid", None)
+    sample = None if p.remote or pid is None else _sample(pid)
+    if sample is None:                # another host, or gone (its exit is coming)
+        if p.remote:
+            return (f"no heartbeat for {quiet:.1f} s (proc hung, stopped or deadlocked; "
+                    f"heartbeat timeout {timeout:g} s); killed")
+        return None
+    p.cpu_sample = sample
+    if prev is None and sample[0] not in ("T", "t"):
+        return None                   # first look: CPU use is judged at the next tick
+    v = verdict(sample[0], sample[1] - prev[1] if prev is not None else 0.0)
+    if v == "stopped":
+        return (f"no heartbeat for {quiet:.1f} s: the proc is stopped (SIGSTOP or a "
+                f"debugger; heartbeat timeout {timeout:g} s); killed")
+    if v == "hung":
+        return (f"no heartbeat for {quiet:.1f} s (proc hung or deadlocked: asleep, using "
+                f"no CPU; heartbeat timeout {timeout:g} s); killed")
+    bound = busy_bound(timeout)
+    if quiet > bound:
+        return (f"no heartbeat for {quiet:.1f} s although the proc is {v} (using CPU or "
+                f"waiting for one) and the bound for that is {bound:g} s; killed")
+    return None
+
+
 def start(node, state, timeout: float, on_silent) -> None:
     """Watch every proc of ``state`` from the controller's pump until it stops;
     ``on_silent(proc, cause)`` runs in the pump for a proc that went silent."""
     if not timeout:
         return
     interval = min(1.0, max(0.05, timeout / 4))
+    last = [time.monotonic()]
 
     def tick():
         if state.stopped:
             return
         now = time.monotonic()
+        late = now - last[0] > interval + max(timeout / 2, 0.25)
+        last[0] = now
         for p in list(state.procs):
             if p.popen is None or not p.alive or p.silent:
                 continue
             quiet = now - max(p.last_seen, p.started)
-            if quiet > timeout:
-                p.silent = True
-                on_silent(p, f"no heartbeat for {quiet:.1f} s (proc hung, stopped or "
-                             f"deadlocked; heartbeat timeout {timeout:g} s); killed")
-                continue
+            if quiet > timeout and not late:
+                cause = _judge(p, now, quiet, timeout)
+                if cause is not None:
+                    p.silent = True
+                    on_silent(p, cause)
+                    continue
+            elif quiet <= timeout:
+                p.cpu_sample = None
             try:
                 node.send(p.key, [_pack((HEARTBEAT,))])
             except Exception:

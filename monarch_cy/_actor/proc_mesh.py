@@ -47,7 +47,8 @@ class _Proc:
     key and addresses).  ``starter()`` starts another incarnation like this one."""
 
     __slots__ = ("rank", "key", "popen", "alive", "state", "starter", "daddr", "started",
-                 "last_seen", "silent", "up", "replaced", "reported", "done", "remote")
+                 "last_seen", "silent", "up", "replaced", "reported", "done", "remote",
+                 "cpu_sample")
 
     def __init__(self, rank, key, popen, state, starter=None, daddr=None):
         import threading
@@ -63,6 +64,7 @@ class _Proc:
         self.reported = False
         self.done = threading.Event()  # its exit has been processed
         self.remote = False            # started by a host agent on another machine
+        self.cpu_sample = None         # (state, CPU s) at the last late heartbeat look
 
 
 class _State:

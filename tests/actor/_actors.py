@@ -326,3 +326,26 @@ class Poller(Actor):
     @endpoint
     async def stop(self) -> None:
         self.running = False
+
+
+class Busy(Actor):
+    """Keeps the GIL from the proc's other threads (its heartbeat answerer) while it
+    computes: alive and making progress, but silent."""
+
+    @endpoint
+    def spin(self, seconds):
+        import time
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1000.0)     # no other thread runs until we block
+        try:
+            end = time.monotonic() + seconds
+            n = 0
+            while time.monotonic() < end:
+                n += 1
+        finally:
+            sys.setswitchinterval(old)
+        return n > 0
+
+    @endpoint
+    def nbytes(self, arr):
+        return int(arr.nbytes)

@@ -1,0 +1,64 @@
+"""Heartbeats (monarch_cy._actor.heartbeat): starved or busy is not dead.
+
+A proc that does not answer heartbeats but is making progress (using CPU, or
+runnable and waiting for one) is left alone; one that is stopped or asleep using
+no CPU is failed at the timeout (tests/actor/test_supervision.py covers SIGSTOP and
+a wedged interpreter)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from _actors import Busy
+from monarch_cy._actor import heartbeat
+from monarch_cy.actor import this_host
+
+import monarch_cy.actor as api
+
+
+@pytest.fixture
+def hook(monkeypatch):
+    got = []
+    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
+    return got
+
+
+@pytest.mark.parametrize("state,cpu,expected", [
+    ("T", 0.0, "stopped"), ("t", 0.5, "stopped"), ("S", 0.0, "hung"),
+    ("S", 0.01, "busy"), ("R", 0.0, "starved"), ("D", 0.0, "starved"), ("R", 1.0, "busy"),
+])
+def test_verdict(state, cpu, expected):
+    assert heartbeat.verdict(state, cpu) == expected
+
+
+def test_busy_bound_is_longer_than_the_timeout():
+    assert heartbeat.busy_bound(0.5) == 60.0 and heartbeat.busy_bound(10) == 100.0
+
+
+def test_a_busy_proc_holding_the_gil_is_not_declared_hung(hook):
+    pm = this_host().spawn_procs(per_host={"gpus": 1}, heartbeat_timeout=0.5)
+    b = pm.spawn("busy", Busy)
+    assert b.spin.call_one(0.05).get(10)
+    assert b.spin.call_one(3.0).get(20)      # 6 timeouts without an answer
+    assert b.spin.call_one(0.01).get(10)      # still the same, healthy proc
+    assert not hook
+    pm.stop().get(10)
+
+
+def test_a_big_message_does_not_get_a_healthy_proc_killed(hook):
+    pm = this_host().spawn_procs(per_host={"gpus": 2}, heartbeat_timeout=0.3)
+    b = pm.spawn("big", Busy)
+    arr = np.ones(256 << 20, dtype=np.uint8)
+    for _ in range(3):
+        assert b.nbytes.call(arr).get(60).values() == [arr.nbytes] * 2
+    assert not hook
+    pm.stop().get(10)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_sample_reads_this_process():
+    state, cpu = heartbeat._sample(os.getpid())
+    assert state in ("R", "S") and cpu > 0
