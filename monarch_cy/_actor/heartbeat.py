@@ -24,7 +24,9 @@ since the previous look: a deadlock, a wedged interpreter) is failed at ``timeou
 A proc that is *busy* (it used CPU time since the previous look: an endpoint holding
 the GIL, a 2 GiB message being unpickled) or *starved* (runnable or in
 uninterruptible I/O but not given a CPU: a spawn storm, memory pressure) is making
-progress and is left alone until the much longer ``busy_bound(timeout)``
+progress, and one whose I/O thread *waits for messages* (the heartbeat or its answer
+is late on the way: a controller busy with hundreds of procs starting) is healthy;
+each is left alone until the much longer ``busy_bound(timeout)``
 (``max(10 * timeout, 60 s)``), after which it is failed as unresponsive.  A tick of
 the controller's own that ran late (the controller itself was starved) fails no
 one: the procs' answers may be waiting, unread, in its inbox.  Procs on other hosts
@@ -64,29 +66,59 @@ def busy_bound(timeout: float) -> float:
 
 
 def _sample(pid: int):
-    """``(state letter, CPU seconds used)`` of process ``pid``, or None if unknown."""
+    """``(state letter, CPU seconds used, main thread's wait channel)`` of process
+    ``pid`` (the state of its liveliest thread; CPU time of all), or None if
+    unknown."""
     global _CLK_TCK
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    import os
+    try:
+        with open(f"/proc/{pid}/wchan", "rb") as f:
+            wchan = f.read().decode(errors="replace")
+    except OSError:
+        wchan = ""
+    state = fields[0].decode()
+    if state not in ("R", "D", "T", "t"):
+        # The leader sleeps; another thread may be runnable (holding the GIL the
+        # leader waits for, say): the process is as awake as its liveliest thread.
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                    st = f.read().rsplit(b")", 1)[1].split()[0].decode()
+                if st in ("R", "D"):
+                    state = st
+                    break
+        except (OSError, IndexError):
+            pass
     if _CLK_TCK is None:
-        import os
         _CLK_TCK = os.sysconf("SC_CLK_TCK")
-    return fields[0].decode(), (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return state, (int(fields[11]) + int(fields[12])) / _CLK_TCK, wchan
 
 
-def verdict(state: str, cpu_used: float) -> str:
-    """What a late answer means, from the proc's kernel ``state`` and the CPU seconds
-    it used since the previous look: ``"stopped"``, ``"hung"`` (both fail at the
-    heartbeat timeout) or ``"busy"``/``"starved"`` (making progress)."""
+_WAITING_FOR_IO = ("poll", "select")      # do_sys_poll, do_epoll_wait, do_select...
+
+
+def verdict(state: str, cpu_used: float, wchan: str = "") -> str:
+    """What a late answer means, from the proc's kernel ``state``, the CPU seconds
+    it used since the previous look and where its main thread (the pump, which
+    answers heartbeats) waits: ``"stopped"`` or ``"hung"`` (both fail at the
+    heartbeat timeout: stopped, or asleep using no CPU with the pump blocked on
+    something other than I/O -- the GIL, a lock), else ``"busy"`` (using CPU),
+    ``"starved"`` (runnable, or in uninterruptible I/O, but not given a CPU) or
+    ``"waiting"`` (the pump waits for messages: the heartbeat or its answer is late
+    on the way, e.g. a controller busy with hundreds of procs starting)."""
     if state in ("T", "t"):
         return "stopped"
     if cpu_used > 0:
         return "busy"
-    if state in ("R", "D"):
+    if state in ("R", "D") or wchan == "0":     # "0": it was running as we looked
         return "starved"
+    if any(w in wchan for w in _WAITING_FOR_IO):
+        return "waiting"
     return "hung"
 
 
@@ -103,17 +135,19 @@ def _judge(p, now: float, quiet: float, timeout: float):
     p.cpu_sample = sample
     if prev is None and sample[0] not in ("T", "t"):
         return None                   # first look: CPU use is judged at the next tick
-    v = verdict(sample[0], sample[1] - prev[1] if prev is not None else 0.0)
+    v = verdict(sample[0], sample[1] - prev[1] if prev is not None else 0.0, sample[2])
     if v == "stopped":
         return (f"no heartbeat for {quiet:.1f} s: the proc is stopped (SIGSTOP or a "
                 f"debugger; heartbeat timeout {timeout:g} s); killed")
     if v == "hung":
         return (f"no heartbeat for {quiet:.1f} s (proc hung or deadlocked: asleep, using "
-                f"no CPU; heartbeat timeout {timeout:g} s); killed")
+                f"no CPU, its I/O thread blocked in {sample[2] or 'the kernel'}; "
+                f"heartbeat timeout {timeout:g} s); killed")
     bound = busy_bound(timeout)
     if quiet > bound:
-        return (f"no heartbeat for {quiet:.1f} s although the proc is {v} (using CPU or "
-                f"waiting for one) and the bound for that is {bound:g} s; killed")
+        return (f"no heartbeat for {quiet:.1f} s although the proc looks {v} (using CPU, "
+                f"waiting for one or for messages) and the bound for that is {bound:g} s; "
+                f"killed")
     return None
 
 

@@ -26,12 +26,15 @@ def hook(monkeypatch):
     return got
 
 
-@pytest.mark.parametrize("state,cpu,expected", [
-    ("T", 0.0, "stopped"), ("t", 0.5, "stopped"), ("S", 0.0, "hung"),
-    ("S", 0.01, "busy"), ("R", 0.0, "starved"), ("D", 0.0, "starved"), ("R", 1.0, "busy"),
+@pytest.mark.parametrize("state,cpu,wchan,expected", [
+    ("T", 0.0, "do_signal_stop", "stopped"), ("t", 0.5, "ptrace_stop", "stopped"),
+    ("S", 0.0, "futex_do_wait", "hung"), ("S", 0.0, "", "hung"),
+    ("S", 0.0, "poll_schedule_timeout.constprop.0", "waiting"),
+    ("S", 0.0, "do_epoll_wait", "waiting"), ("S", 0.01, "futex_do_wait", "busy"),
+    ("R", 0.0, "", "starved"), ("S", 0.0, "0", "starved"), ("D", 0.0, "", "starved"), ("R", 1.0, "", "busy"),
 ])
-def test_verdict(state, cpu, expected):
-    assert heartbeat.verdict(state, cpu) == expected
+def test_verdict(state, cpu, wchan, expected):
+    assert heartbeat.verdict(state, cpu, wchan) == expected
 
 
 def test_busy_bound_is_longer_than_the_timeout():
@@ -60,5 +63,5 @@ def test_a_big_message_does_not_get_a_healthy_proc_killed(hook):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
 def test_sample_reads_this_process():
-    state, cpu = heartbeat._sample(os.getpid())
-    assert state in ("R", "S") and cpu > 0
+    state, cpu, wchan = heartbeat._sample(os.getpid())
+    assert state in ("R", "S") and cpu > 0 and isinstance(wchan, str)
