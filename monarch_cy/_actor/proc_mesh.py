@@ -298,7 +298,11 @@ class HostMesh(MeshTrait):
 
         Each proc gets ``MONARCH_CY_RANK``/``MONARCH_CY_WORLD_SIZE`` and, when
         ``per_host`` has a ``gpus`` dimension, ``CUDA_VISIBLE_DEVICES`` and
-        ``HIP_VISIBLE_DEVICES`` set to its gpu coordinate, plus ``env``.  Under
+        ``HIP_VISIBLE_DEVICES`` naming the device its gpu coordinate indexes among
+        those this process was given (``CUDA_VISIBLE_DEVICES``, ``HIP_...``,
+        ``ROCR_...`` or SLURM's ``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``; see
+        :mod:`.visible_gpus`: asking for more than were given raises
+        ``ValueError``), plus ``env``.  Under
         :mod:`monarch_cy.compat` the gpu coordinate is not pinned, as in Monarch
         (every proc sees the GPUs its parent sees), unless
         ``MONARCH_CY_PIN_GPUS=1``; ``MONARCH_CY_PIN_GPUS=0`` turns pinning off here.
@@ -330,6 +334,9 @@ class HostMesh(MeshTrait):
                                        for k, v in env.items()):
             raise TypeError(f"env must map str to str, not {env!r}")
         pin = _pin_gpus()
+        if pin and "gpus" in per_host and self._hosts is None:
+            from monarch_cy._actor.visible_gpus import check_enough
+            check_enough({**os.environ, **(env or {})}, per_host["gpus"])
         labels = self._shape.labels + tuple(per_host)
         sizes = self._shape.sizes + tuple(per_host.values())
         ext = Extent(labels, sizes)
@@ -356,8 +363,11 @@ class HostMesh(MeshTrait):
             point = Point(r, ext)
             extra = {"MONARCH_CY_RANK": str(r), "MONARCH_CY_WORLD_SIZE": str(ext.nelements)}
             if "gpus" in point and pin:
-                extra["CUDA_VISIBLE_DEVICES"] = extra["HIP_VISIBLE_DEVICES"] = \
-                    str(point["gpus"])
+                if remote is None:
+                    from monarch_cy._actor.visible_gpus import assignment
+                    extra.update(assignment(base_env, point["gpus"]))
+                else:                 # the agent maps it onto the GPUs it was given
+                    extra["MONARCH_CY_GPU_COORD"] = str(point["gpus"])
             if remote is not None:    # the host's agent merges env into its own
                 host = remote[r // per]
                 key, daddr = host.proc_addrs()

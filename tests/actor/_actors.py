@@ -349,3 +349,13 @@ class Busy(Actor):
     @endpoint
     def nbytes(self, arr):
         return int(arr.nbytes)
+
+
+class GpuProbe(Actor):
+    """What the GPU runtime shows this proc."""
+
+    @endpoint
+    def devices(self):
+        from monarch_cy.gpu import Device, device_count
+        n = device_count()
+        return n, [Device(i).properties().pci_bus_id for i in range(n)]
