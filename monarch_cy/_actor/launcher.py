@@ -31,7 +31,7 @@ import threading
 
 from monarch_cy._log import logger
 
-__all__ = ["start_proc", "prestart", "ProcHandle", "shutdown_zygote"]
+__all__ = ["start_proc", "prestart", "ProcHandle", "shutdown_zygote", "arm_exit"]
 
 
 class ProcHandle:
@@ -253,6 +253,15 @@ class _Zygote:
             self.popen.wait()
 
 
+
+
+def arm_exit(handle: ProcHandle, callback) -> None:
+    """Call ``callback(code)`` when the proc exits -- also if it already has.  Runs
+    in the pump (where exits are reported), so the exit cannot slip between setting
+    the callback and checking for it: call it there (``node.call_in_pump``)."""
+    handle._on_exit = callback
+    if handle.returncode is not None:
+        callback(handle.returncode)
 
 
 def start_proc(node, cfg: dict, env: dict) -> ProcHandle:

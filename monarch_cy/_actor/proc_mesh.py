@@ -357,7 +357,7 @@ class HostMesh(MeshTrait):
                "controller_pid": os.getpid(), "rundir": node.rundir, "mesh_id": mid,
                "sys_path": [p for p in sys.path if isinstance(p, str)],
                "compat": _compat_installed(), "cc_addr": _cc_address(node)}
-        from monarch_cy._actor.launcher import start_proc
+        from monarch_cy._actor.launcher import arm_exit, start_proc
         per = ext.nelements // max(1, self._shape.extent.nelements)
         for r in range(ext.nelements):
             point = Point(r, ext)
@@ -382,7 +382,8 @@ class HostMesh(MeshTrait):
             p.remote = remote is not None
             procs.append(p)
             _ctl.LIVE_PROCS[key] = p
-            p.popen._on_exit = lambda code, p=p: _on_exit(node, p, code)
+            node.call_in_pump(lambda p=p: arm_exit(
+                p.popen, lambda code: _on_exit(node, p, code)))   # an early exit too
         heartbeat.start(node, st, heartbeat_timeout, lambda p, cause: _silent(node, p, cause))
         return ProcMesh(procs, Shape.dense(labels, sizes), st)
 

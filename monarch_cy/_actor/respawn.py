@@ -274,10 +274,9 @@ def _restart_rank(node, st, g) -> list:
     def arm():
         # In the pump, where exits are reported: a proc that died before this point
         # (its exit seen with no one listening) fails now, never silently.
-        handle._on_exit = lambda code, p=new: pfail._on_exit(node, p, code)
+        from monarch_cy._actor.launcher import arm_exit
         _release(node, st, g, ready)
-        if handle.returncode is not None:
-            pfail._on_exit(node, new, handle.returncode)
+        arm_exit(handle, lambda code: pfail._on_exit(node, new, code))
     _in_pump(node, arm)
     if not waits:
         from monarch_cy._actor import heartbeat
