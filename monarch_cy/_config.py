@@ -192,6 +192,10 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "Transport between the processes of one host: `unix` (AF_UNIX seqpacket), `ipc` "
        "(zmq over ipc://) or `tcp` (zmq over loopback).",
        choices=("unix", "ipc", "tcp"), noun="a transport"),
+    _V("MONARCH_CY_AUTH_TIMEOUT", "seconds", 5.0, USER,
+       "A `unix://` connection that has not proved it belongs to the job this long after "
+       "its inbox accepted it is closed unread (`inf`: never). Read when an inbox is "
+       "made."),
     _V("MONARCH_CY_START", "choice", "fork", USER,
        "How local procs start: forked by a zygote, or `exec` of one "
        "`python -m monarch_cy._actor.bootstrap` per proc.",
@@ -218,6 +222,9 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "Set by `spawn_procs` in every proc: its rank in the proc mesh.", minimum=0),
     _V("MONARCH_CY_WORLD_SIZE", "int", None, INTERNAL,
        "Set by `spawn_procs` in every proc: the number of procs in the mesh.", minimum=1),
+    _V("MONARCH_CY_GPU_COORD", "int", None, INTERNAL,
+       "Sent by the controller to a host agent with each proc to start: its `gpus` "
+       "coordinate, which the agent maps onto the GPUs it was given.", minimum=0),
     # -- the test suite and benchmarks (tests/, bench/, scripts/)
     _V("MONARCH_CY_CHAOS_SEED", "int", 1234, TESTS,
        "Seed of `tests/actor/test_chaos.py`'s random kills."),
@@ -314,6 +321,10 @@ def transport() -> str:
     return get("MONARCH_CY_TRANSPORT")
 
 
+def auth_timeout() -> float:
+    return get("MONARCH_CY_AUTH_TIMEOUT")
+
+
 def start_method() -> str:
     return get("MONARCH_CY_START")
 
@@ -321,6 +332,10 @@ def start_method() -> str:
 def pin_gpus() -> bool | None:
     """True/False when set; None when unset (the caller decides: on unless compat)."""
     return get("MONARCH_CY_PIN_GPUS")
+
+
+def gpu_coord() -> int | None:
+    return get("MONARCH_CY_GPU_COORD")
 
 
 def heartbeat_timeout() -> float:

@@ -37,8 +37,10 @@ ACCESSORS = {
     _config.rdma_device: ("RDMA_DEVICE", None, "rxe0", "rxe0"),
     _config.rdma_cma_threads: ("RDMA_CMA_THREADS", 2, "3", 3),
     _config.transport: ("TRANSPORT", "unix", "ipc", "ipc"),
+    _config.auth_timeout: ("AUTH_TIMEOUT", 5.0, "0.25", 0.25),
     _config.start_method: ("START", "fork", "Exec", "exec"),
     _config.pin_gpus: ("PIN_GPUS", None, "1", True),
+    _config.gpu_coord: ("GPU_COORD", None, "3", 3),
     _config.heartbeat_timeout: ("HEARTBEAT_TIMEOUT", 10.0, "0", 0.0),
     _config.supervise_timeout: ("SUPERVISE_TIMEOUT", 10.0, "0.5", 0.5),
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),
@@ -58,6 +60,7 @@ BAD = {
     "RDMA_CMA_THREADS": ["two", "2.5"],
     "TRANSPORT": ["udp"],
     "START": ["spawn"],
+    "AUTH_TIMEOUT": ["0", "-1", "soon"],
     "PIN_GPUS": ["true"],
     "HEARTBEAT_TIMEOUT": ["abc", "-1", "nan"],
     "SUPERVISE_TIMEOUT": ["-0.1", "ten"],
@@ -80,7 +83,7 @@ def test_accessors_cover_every_package_variable():
     assert all(v.who in (_config.USER, _config.INTERNAL, _config.TESTS)
                for v in _config.VARIABLES.values())
     internal = {n for n, v in _config.VARIABLES.items() if v.who == _config.INTERNAL}
-    assert internal == {P + "RANK", P + "WORLD_SIZE"}
+    assert internal == {P + "RANK", P + "WORLD_SIZE", P + "GPU_COORD"}
 
 
 @pytest.mark.parametrize("fn", list(ACCESSORS), ids=lambda f: f.__name__)

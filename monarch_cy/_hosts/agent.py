@@ -156,7 +156,16 @@ class Agent:
 
     def _spawn(self, ctl: _Ctl, key: str, cfg: dict, env: dict) -> None:
         full = {k: v for k, v in os.environ.items() if k not in (ENV, ENV_FILE)}
+        env = dict(env)
+        coord = env.pop("MONARCH_CY_GPU_COORD", None)
         full.update(env)
+        if coord is not None:       # index the GPUs this host's agent was given
+            from monarch_cy._actor.visible_gpus import assignment
+            try:
+                full.update(assignment(full, int(coord)))
+            except ValueError as e:
+                self._send(ctl.ident, (P.ERROR, key, f"cannot start a proc: {e}"))
+                return
         cfg = dict(cfg, controller_pid=os.getpid(), rundir=self.rundir)
         try:
             h = self._zygote().fork(cfg, full)
@@ -249,6 +258,7 @@ class Agent:
                 elif self.zygote is not None and s == self.zygote.status_fd:
                     self._zygote_readable()
             now = time.monotonic()
+            P.REFUSALS.flush()
             if now - last_hb >= hb:
                 last_hb = now
                 for c in list(self.ctls.values()):
@@ -295,6 +305,7 @@ class Agent:
         for s in (self.sock, self.zap):
             s.close(linger=200)
         self.ctx.term()
+        P.REFUSALS.flush(force=True)
         shutil.rmtree(self.rundir, ignore_errors=True)
 
 

@@ -386,6 +386,7 @@ class Hub:
                 except Exception:
                     logger("hosts").exception("a host link command failed")
             now = time.monotonic()
+            P.REFUSALS.flush()
             if now - last >= hb:
                 last = now
                 self._tick(now)
@@ -457,6 +458,7 @@ class Hub:
                 s.close(linger=200)
         self.ctx.term()
         os.close(self._wake)
+        P.REFUSALS.flush(force=True)
 
 
 def local_hostname() -> str:

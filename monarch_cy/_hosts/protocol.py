@@ -21,6 +21,17 @@ code)``, ``(ERROR, key, message)``, ``(HB,)``.
 Heartbeats: each side sends ``HB`` every ``timeout / 5`` seconds and counts the
 other lost after ``timeout`` seconds without any message (default 10 s,
 ``MONARCH_CY_HOST_TIMEOUT``).  A dropped TCP connection counts at once.
+
+Replay: none of these messages carries a proof of its own.  What a peer could
+capture -- the CURVE handshake and the boxes after it -- cannot be replayed: each
+connection's handshake is keyed by short-term keys both ends draw fresh (the server's
+cookie key too), so captured HELLO/INITIATE commands start nothing on a new
+connection, and a MESSAGE box opens only under its session's keys, with nonces that
+must increase.
+
+Refusals (a failed handshake, a ZAP refusal) are logged through :data:`REFUSALS`:
+the first few per minute, then one line with the count (the agent's and the host
+hub's loops call :meth:`RateLimited.flush`; closing flushes what is left).
 """
 
 from __future__ import annotations
@@ -30,10 +41,12 @@ import pickle
 import socket
 
 from monarch_cy import _config
+from monarch_cy._log import RateLimited
 
 __all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "EXIT", "ERROR",
            "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
-           "log_refusal", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS", "log"]
+           "log_refusal", "REFUSALS", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS",
+           "log"]
 
 HELLO, SPAWN, KILL, HB, BYE, STARTED, EXIT, ERROR = (
     "hello", "spawn", "kill", "hb", "bye", "started", "exit", "error")
@@ -42,6 +55,7 @@ DEFAULT_PORT = 26600                 # an agent's --listen port / a controller's
 DEFAULT_PROC_PORTS = (26601, 27600)  # ports the procs of one host bind (inclusive)
 
 log = logging.getLogger("monarch_cy.hosts")
+REFUSALS = RateLimited(log, "refused connections")    # this process's, all sockets
 
 
 def dumps(msg: tuple) -> bytes:
@@ -90,8 +104,8 @@ def local_ip_towards(host: str) -> str:
 
 def log_refusal(peer: str) -> None:
     """``on_refused`` for :meth:`JobKeys.handle_zap`: a host's refusals are logged
-    with the peer's address."""
-    log.warning("refused a connection from %s: not a member of this job", peer)
+    with the peer's address, at a bounded rate (:data:`REFUSALS`)."""
+    REFUSALS.log("refused a connection from %s: not a member of this job", peer)
 
 
 class Monitor:
@@ -135,8 +149,8 @@ class Monitor:
                 self.failed += 1
                 out.append("refused")
                 if self.server:
-                    log.warning("refused a connection on %s: CURVE handshake failed "
-                                "(the peer does not hold this job's secret)", self.name)
+                    REFUSALS.log("refused a connection on %s: CURVE handshake failed "
+                                 "(the peer does not hold this job's secret)", self.name)
 
     def close(self) -> None:
         self.sock.close(linger=0)

@@ -15,8 +15,9 @@ Modules, from the bottom up:
 * :mod:`.secret` — the job secret: made, passed to procs, read by host agents.
 * :mod:`.auth` — the job secret's keys (CurveZMQ, ZAP) and the proof a same-host
   peer gives before anything it sends is unpickled.
-* :mod:`.unix_records` — framing of records on AF_UNIX seqpacket sockets (one,
-  many, spilled to a memfd, proofs, batches).
+* :mod:`.unix_records` — addresses and their incarnations, and framing of records
+  on AF_UNIX seqpacket sockets (one, many, spilled to a memfd, proofs, batches).
+* :mod:`.alarm` — a one-shot timer as a file descriptor (deadlines in a poll set).
 * :mod:`.unix_inbox`, :mod:`.unix_outlet` — the receiving and the sending side of
   a same-host connection; :mod:`.unixsock` — the ``unix://`` scheme over both.
 * :mod:`.shm` — large buffers between processes of one host through shared memory

@@ -11,6 +11,15 @@ know the server's public key to start the CURVE handshake, and our ZAP handler (
 admits only clients that prove possession of the job's secret key.  libzmq delivers
 nothing from a connection before the handshake and ZAP approve it, so nothing an
 unauthenticated peer sends is ever deserialized; a failed handshake drops the peer.
+
+Replay: CURVE needs no nonce memory of ours.  Each connection's handshake is keyed
+by short-term keypairs both ends draw for it (libzmq's ``curve_server_t`` makes one
+per connection, and a fresh cookie key per WELCOME), and the client's INITIATE
+vouches for its short-term key with the long-term one; captured handshake commands
+therefore open nothing on any later connection, to this process or a respawned one,
+and captured MESSAGE boxes open only under their session's keys, with nonces that
+must increase.  The same-host ``unix://`` transport has its own proof, bound to the
+inbox's incarnation (:mod:`.unixsock`).
 """
 
 from __future__ import annotations

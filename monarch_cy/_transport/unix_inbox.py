@@ -8,14 +8,23 @@ import os
 import select
 import socket
 import struct
+import time
 from collections import deque
 
+from monarch_cy import _config
+from monarch_cy._log import RateLimited
 from monarch_cy._transport.unix_records import (
     _ANC, _BATCH, _MANY, _NONCE, _ONE, _PROOF, _PROOF_LEN, _SPILL, _TRUNC, MAX_RECORD, Again,
-    Closed, fds_of, path_of, proof, split,
+    Closed, fds_of, is_incarnation_of, new_incarnation, path_of, proof, split,
 )
 
 __all__ = ["Inbox"]
+
+# Refused connections, every inbox of this process together: a few lines, then one
+# summary per minute with the count (a connection flood is no log flood).
+REFUSALS = RateLimited("transport", "refused unix:// connections")
+_LOOK_S = 0.002             # longest time reading ready connections without epoll
+_SUN_PATH = 107             # the longest socket path (sockaddr_un.sun_path, less its NUL)
 
 
 class Inbox:
@@ -23,21 +32,39 @@ class Inbox:
 
     :meth:`recv` returns one message as a list of frames (the first is ``bytes``, the
     others ``memoryview``\\ s).  ``fileno()`` is an epoll fd, readable whenever a
-    message or a connection is waiting (level-triggered).
+    message or a connection is waiting (level-triggered), or a deadline passed.
+
+    Binding makes a new incarnation (:attr:`incarnation`, see
+    :func:`.unix_records.new_incarnation`): the socket is bound at :attr:`target`,
+    then the link at :attr:`path` is swapped to it (the previous incarnation's socket
+    file is removed).  Connections proving nothing within ``MONARCH_CY_AUTH_TIMEOUT``
+    seconds of being accepted are closed unread (an :class:`.alarm.Alarm` in the epoll
+    set wakes the reader for it); refusals are logged through :data:`REFUSALS`.
+    Connections are served one message each in turn, and epoll is asked at least
+    every 2 ms while some always have more (new peers and deadlines do not starve).
     """
 
     def __init__(self, addr: str, secret: bytes) -> None:
         self.addr = addr
         self.path = path_of(addr)
         self._secret = secret
-        try:
-            os.unlink(self.path)          # a previous incarnation's (respawn)
-        except FileNotFoundError:
-            pass
+        self._auth_timeout = _config.auth_timeout()
+        self.incarnation = new_incarnation(self.path)
+        self.target = os.path.join(os.path.dirname(self.path), self.incarnation)
+        if len(os.fsencode(self.target)) > _SUN_PATH:
+            raise ValueError(f"{addr!r} is too long for a unix:// inbox: its socket "
+                             f"{self.target!r} must fit in {_SUN_PATH} bytes (the path "
+                             f"plus 12); use a shorter directory (TMPDIR)")
         ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
-        ls.setblocking(False)
-        ls.bind(self.path)
-        ls.listen(4096)
+        try:
+            ls.setblocking(False)
+            ls.bind(self.target)
+            ls.listen(4096)
+            self._link()
+        except BaseException:
+            ls.close()
+            _unlink(self.target)
+            raise
         self._ls = ls
         self._lfd = ls.fileno()
         self._ep = select.epoll()
@@ -47,14 +74,35 @@ class Inbox:
         self._pending = deque()           # messages of a batch not handed out yet
         self._kfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)   # set while any
         self._ep.register(self._kfd, select.EPOLLIN)
+        self._alarm = None                # an Alarm, made at the first accept
+        self._afd = -1
         self._conns = {}                  # fd -> [socket, proven?]
+        self._unproven = {}               # fd -> deadline, in accept order
         self._ready = deque()             # fds epoll reported readable, not drained
+        self._looked = 0.0                # when epoll was last asked (monotonic)
         self._seen = set()                # proof nonces used (replay protection)
         self._buf = bytearray(MAX_RECORD + 64)
         self._mv = memoryview(self._buf)
         self._closing = False
         self._polling = False             # the reader is inside epoll_wait
         self.closed = False
+
+    def _link(self) -> None:
+        """Point :attr:`path` at this incarnation (atomically) and remove the socket
+        file of the one it pointed at (a previous incarnation: respawn)."""
+        tmp = self.target + ".link"
+        os.symlink(self.incarnation, tmp)
+        try:
+            old = os.readlink(self.path)
+        except OSError:
+            old = None
+        try:
+            os.replace(tmp, self.path)
+        except BaseException:
+            _unlink(tmp)
+            raise
+        if old is not None and old != self.incarnation and is_incarnation_of(self.path, old):
+            _unlink(os.path.join(os.path.dirname(self.path), old))
 
     def fileno(self) -> int:
         return self._ep.fileno()
@@ -68,8 +116,17 @@ class Inbox:
         ready = self._ready
         conns = self._conns
         buf = [self._buf]
+        clock = time.monotonic
         while True:
             while ready:
+                if clock() - self._looked >= _LOOK_S:
+                    # Connections that always have more must not starve the rest (new
+                    # peers, deadlines, closing): epoll is asked at least every 2 ms.
+                    self._looked = clock()
+                    msg = self._events(self._ep.poll(0), True)
+                    if msg is not None:
+                        return msg
+                    continue
                 fd = ready[0]
                 c = conns.get(fd)
                 if c is None:
@@ -100,34 +157,110 @@ class Inbox:
                 events = self._ep.poll(-1 if timeout_ms < 0 else timeout_ms / 1000)
             finally:
                 self._polling = False
+            self._looked = clock()
             if not events:
                 if timeout_ms >= 0:
                     raise Again()
                 continue
-            for fd, _ in events:
-                if fd == self._lfd:
-                    self._accept()
-                elif fd == self._efd:
-                    self._closing = True
-                elif fd == self._kfd and self._pending:
-                    return self._next_pending()
-                elif fd in conns:
-                    ready.append(fd)
+            msg = self._events(events, False)
+            if msg is not None:
+                return msg
+
+    def _events(self, events, look: bool):
+        """Act on what epoll reported (``look``: while fds are still ready); a message
+        of a batch if one is waiting."""
+        ready = self._ready
+        for fd, _ in events:
+            if fd == self._lfd:
+                self._accept()
+            elif fd == self._afd:
+                self._on_alarm()
+            elif fd == self._efd:
+                self._closing = True
+            elif fd == self._kfd and self._pending:
+                return self._next_pending()
+            elif fd in self._conns and not (look and fd in ready):
+                ready.append(fd)
+        return None
 
     def _accept(self) -> None:
+        deadline = time.monotonic() + self._auth_timeout
+        track = self._auth_timeout != float("inf")
         while True:
             try:
                 s, _ = self._ls.accept()
             except (BlockingIOError, InterruptedError):
-                return
+                break
             except OSError:
-                return
+                break
             s.setblocking(False)
             fd = s.fileno()
             self._conns[fd] = [s, False]
+            if track:
+                self._unproven[fd] = deadline
             self._ep.register(fd, select.EPOLLIN)
+        if self._unproven:
+            self._wake_at(next(iter(self._unproven.values())))
+
+    # -- deadlines: unproven connections, the refusals' summary ----------------------
+    def _wake_at(self, at: float) -> None:
+        a = self._alarm
+        if a is None:
+            from monarch_cy._transport.alarm import Alarm
+            a = self._alarm = Alarm()
+            self._afd = a.fd
+            self._ep.register(a.fd, select.EPOLLIN)
+        if a.at is None or at < a.at:
+            a.set(at, time.monotonic())
+
+    def _on_alarm(self) -> None:
+        """Close the connections whose proof is overdue (one whose proof arrived
+        meanwhile is judged on it instead), log a due summary, set the next alarm."""
+        a = self._alarm
+        a.ack()
+        a.at = None
+        now = time.monotonic()
+        for fd, deadline in list(self._unproven.items()):
+            if deadline > now:
+                break
+            c = self._conns.get(fd)
+            if c is None:
+                self._unproven.pop(fd, None)
+                continue
+            try:
+                n, anc, flags, _ = c[0].recvmsg_into([self._buf], _ANC)
+            except BlockingIOError:
+                self._refuse(fd, c, f"no proof within {self._auth_timeout:g} s")
+                continue
+            except OSError:
+                self._drop(fd)
+                continue
+            if n == 0 and not anc:
+                self._drop(fd)
+            else:
+                self._parse(fd, c, n, anc, flags)    # a proof: proven or refused
+        REFUSALS.flush()
+        nxt = [t for t in (next(iter(self._unproven.values()), None), REFUSALS.due())
+               if t is not None]
+        if nxt:
+            self._wake_at(min(nxt))
+
+    def _refuse(self, fd: int, c, why: str) -> None:
+        """Drop an unproven connection, logging why (at a bounded rate)."""
+        try:
+            pid = struct.unpack("3i", c[0].getsockopt(socket.SOL_SOCKET,
+                                                      socket.SO_PEERCRED, 12))[0]
+        except OSError:
+            pid = -1
+        self._drop(fd)
+        if not REFUSALS.log("refused a connection to %s from pid %d: %s; nothing it "
+                            "sent was read", self.path, pid, why):
+            due = REFUSALS.due()
+            if due is not None:
+                self._wake_at(due)                   # the summary, if nobody calls
 
     def _drop(self, fd: int) -> None:
+        self._unproven.pop(fd, None)
         c = self._conns.pop(fd, None)
         if c is not None:
             try:
@@ -141,18 +274,25 @@ class Inbox:
         mv = self._mv
         kind = mv[0] if n else -1
         try:
+            if not c[1]:                      # the first record must be the proof
+                if flags & _TRUNC or kind != _PROOF or n != _PROOF_LEN or fds:
+                    why = "its first record is not a proof"
+                else:
+                    nonce = bytes(mv[1:1 + _NONCE])
+                    if not hmac.compare_digest(bytes(mv[1 + _NONCE:n]), proof(
+                            self._secret, self.path, self.incarnation, nonce)):
+                        why = "bad proof (another job's, or for another inbox or incarnation)"
+                    elif nonce in self._seen:
+                        why = "replayed proof"
+                    else:
+                        self._seen.add(nonce)
+                        self._unproven.pop(fd, None)
+                        c[1] = True
+                        return None
+                self._refuse(fd, c, why)
+                return None
             if flags & _TRUNC:
                 raise ValueError("record truncated")
-            if not c[1]:                      # the first record must be the proof
-                if kind != _PROOF or n != _PROOF_LEN or fds:
-                    raise ValueError("no proof")
-                nonce = bytes(mv[1:1 + _NONCE])
-                if nonce in self._seen or not hmac.compare_digest(
-                        bytes(mv[1 + _NONCE:n]), proof(self._secret, self.path, nonce)):
-                    raise ValueError("bad proof")
-                self._seen.add(nonce)
-                c[1] = True
-                return None
             if kind == _ONE and not fds:
                 return [bytes(mv[1:n])]
             if kind == _BATCH and not fds:
@@ -207,7 +347,8 @@ class Inbox:
             pass
 
     def close(self, linger=None) -> None:
-        """Close every connection and the listener and unlink the path.  Idempotent.
+        """Close every connection and the listener, remove the socket file and the
+        link (unless a newer incarnation owns it by now).  Idempotent.
         A thread blocked in :meth:`recv` meanwhile gets :class:`Closed` and releases
         the rest.  ``linger`` is accepted for zmq-socket compatibility."""
         if self.closed:
@@ -215,8 +356,10 @@ class Inbox:
         self.closed = True
         self._closing = True
         self._ls.close()
-        try:
-            os.unlink(self.path)
+        _unlink(self.target)
+        try:                              # unless a newer incarnation took the path
+            if os.readlink(self.path) == self.incarnation:
+                os.unlink(self.path)
         except OSError:
             pass
         if self._polling:
@@ -231,5 +374,15 @@ class Inbox:
             self._ep.close()
             os.close(self._efd)
             os.close(self._kfd)
+            if self._alarm is not None:
+                self._alarm.close()
+        REFUSALS.flush()
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 

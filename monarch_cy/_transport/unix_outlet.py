@@ -10,8 +10,8 @@ import threading
 from collections import deque
 
 from monarch_cy._transport.unix_records import (
-    _FAST_TRIES, _NONCE, _PROOF, _RETRY_FAST, _RETRY_SLOW, _SNDBUF, discard, path_of, proof,
-    record, records,
+    _FAST_TRIES, _RETRY_FAST, _RETRY_SLOW, _SNDBUF, discard, path_of, proof_record, record,
+    records, resolve,
 )
 
 __all__ = ["Outlet"]
@@ -119,13 +119,18 @@ class Outlet:
 
     # -- under self.lock ---------------------------------------------------------
     def _connect(self) -> bool:
+        # The link names the inbox's incarnation now (a respawned peer swapped it);
+        # a stale name fails to connect and is retried like "not listening yet".
+        try:
+            target, incarnation = resolve(self.path)
+        except OSError:                    # not bound yet, or gone
+            return False
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         s.setblocking(False)
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SNDBUF)
-            s.connect(self.path)
-            nonce = os.urandom(_NONCE)
-            s.send(bytes((_PROOF,)) + nonce + proof(self._secret, self.path, nonce))
+            s.connect(target)
+            s.send(proof_record(self._secret, self.path, incarnation))
         except OSError:                    # not listening yet, backlog full, gone
             s.close()
             return False

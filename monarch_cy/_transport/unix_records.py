@@ -1,8 +1,15 @@
-"""Wire format of the ``unix://`` transport (:mod:`.unixsock`): addresses, the
-connection proof, and how messages become seqpacket records.
+"""Wire format of the ``unix://`` transport (:mod:`.unixsock`): addresses and their
+incarnations, the connection proof, and how messages become seqpacket records.
+
+Address: ``unix://PATH``.  ``PATH`` is a symbolic link to the socket of the inbox's
+current *incarnation*, a sibling named ``BASENAME.TOKEN`` (``TOKEN``: 11 characters,
+64 random bits drawn when the inbox binds); a respawned proc binds a new name and
+swaps the link.  Senders :func:`resolve` the link at every connect and connect to the
+name it gives.  (The socket's own path is 12 characters longer than ``PATH``: it must
+fit ``sun_path``, 107 bytes.)
 
 Proof: the first record on every connection is ``3 | nonce(16) |
-HMAC-SHA256(job secret, tag | inbox path | "|" | nonce)``.
+HMAC-SHA256(job secret, tag | PATH | "|" | incarnation name | "|" | nonce)``.
 
 Records (first byte is the kind):
 
@@ -20,19 +27,21 @@ Records (first byte is the kind):
 from __future__ import annotations
 
 import array
+import base64
 import hashlib
 import hmac
 import os
 import socket
 import struct
 
-__all__ = ["SCHEME", "MAX_RECORD", "Again", "Closed", "path_of", "proof", "record",
-           "records", "discard", "fds_of", "split"]
+__all__ = ["SCHEME", "MAX_RECORD", "Again", "Closed", "path_of", "new_incarnation",
+           "is_incarnation_of", "resolve", "proof", "proof_record", "record", "records",
+           "discard", "fds_of", "split"]
 
 
 SCHEME = "unix://"
 MAX_RECORD = 60 * 1024             # larger messages are spilled to a memfd
-_TAG = b"monarch_cy unix v1|"
+_TAG = b"monarch_cy unix v2|"
 _NONCE = 16
 _PROOF_LEN = 1 + _NONCE + 32
 _ANC = socket.CMSG_SPACE(array.array("i", [0] * 4).itemsize * 4)
@@ -58,8 +67,36 @@ def path_of(addr: str) -> str:
     return addr[len(SCHEME):]
 
 
-def proof(secret: bytes, path: str, nonce: bytes) -> bytes:
-    return hmac.digest(secret, _TAG + path.encode() + b"|" + nonce, hashlib.sha256)
+def new_incarnation(path: str) -> str:
+    """A fresh incarnation name for the inbox at ``path`` (see the module docstring)."""
+    token = base64.urlsafe_b64encode(os.urandom(8)).rstrip(b"=").decode()
+    return f"{os.path.basename(path)}.{token}"
+
+
+def is_incarnation_of(path: str, name: str) -> bool:
+    """Whether ``name`` has the form of an incarnation name of ``path``."""
+    base = os.path.basename(path)
+    return len(name) == len(base) + 12 and name.startswith(base + ".") and "/" not in name
+
+
+def resolve(path: str) -> tuple:
+    """``(socket path, incarnation name)`` of the inbox at ``path`` now; ``OSError``
+    when there is none (not bound yet, closed, or not an inbox's link)."""
+    name = os.readlink(path)
+    return os.path.join(os.path.dirname(path), name), name
+
+
+def proof(secret: bytes, path: str, incarnation: str, nonce: bytes) -> bytes:
+    return hmac.digest(secret, b"%s%s|%s|%s" % (_TAG, path.encode(), incarnation.encode(),
+                                                 nonce), hashlib.sha256)
+
+
+def proof_record(secret: bytes, path: str, incarnation: str, nonce: bytes | None = None
+                 ) -> bytes:
+    """The first record of a connection to incarnation ``incarnation`` of ``path``."""
+    if nonce is None:
+        nonce = os.urandom(_NONCE)
+    return bytes((_PROOF,)) + nonce + proof(secret, path, incarnation, nonce)
 
 
 

@@ -81,8 +81,7 @@ def test_raw_socket_pickle_is_dropped(echo, tmp_path):
         assert _dropped(s), f"peer not dropped by {addr}"
         # 3. a proof made with another secret, then the evil record
         s = _seqpacket(path)
-        nonce = os.urandom(16)
-        s.send(b"\x03" + nonce + unix_records.proof(os.urandom(32), path, nonce))
+        s.send(unix_records.proof_record(os.urandom(32), path, unix_records.resolve(path)[1]))
         try:
             s.send(b"\x00" + len(evil).to_bytes(2, "little") + evil)
         except (BrokenPipeError, ConnectionResetError):
@@ -100,8 +99,7 @@ def test_proof_with_the_secret_is_accepted(echo):
     addr = node.addr
     path = unixsock.path_of(addr)
     s = _seqpacket(path)
-    nonce = os.urandom(16)
-    s.send(b"\x03" + nonce + unix_records.proof(node.keys.secret, path, nonce))
+    s.send(unix_records.proof_record(node.keys.secret, path, unix_records.resolve(path)[1]))
     s.send(b"\x00" + pack((REPLY, 1, 0, True), pickle.dumps(1)))
     s.settimeout(0.5)
     with pytest.raises(socket.timeout):      # still connected: not dropped

@@ -70,8 +70,7 @@ def test_batch_of_one_is_refused_by_the_receiver(tmp_path):
     try:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         s.connect(box.path)
-        nonce = os.urandom(16)
-        s.send(b"\x03" + nonce + unix_records.proof(secret, box.path, nonce))
+        s.send(unix_records.proof_record(secret, box.path, box.incarnation))
         s.send(bytes((4, 1, 0)) + (3).to_bytes(4, "little") + b"abc")
         try:
             box.recv(300)

@@ -99,8 +99,7 @@ def test_slow_reader_fills_the_kernel_then_the_backlog_keeps_order(pair):
 
 def test_replayed_or_misdirected_proof_is_dropped(pair, tmp_path):
     box, out, secret = pair
-    nonce = os.urandom(16)
-    proof = b"\x03" + nonce + unix_records.proof(secret, box.path, nonce)
+    proof = unix_records.proof_record(secret, box.path, box.incarnation)
 
     def attempt(record):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -115,8 +114,7 @@ def test_replayed_or_misdirected_proof_is_dropped(pair, tmp_path):
     first = attempt(proof)
     assert box.recv(2000) == [b"payload"]                  # the original is accepted
     replay = attempt(proof)                                  # same nonce again
-    other = os.urandom(16)
-    wrong_path = attempt(b"\x03" + other + unix_records.proof(secret, box.path + "x", other))
+    wrong_path = attempt(unix_records.proof_record(secret, box.path + "x", box.incarnation))
     with pytest.raises(u.Again):
         box.recv(300)
     for s in (replay, wrong_path):
@@ -139,8 +137,7 @@ def test_malformed_record_drops_only_that_connection(pair, record):
     box, out, secret = pair
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(box.path)
-    nonce = os.urandom(16)
-    s.send(b"\x03" + nonce + unix_records.proof(secret, box.path, nonce))
+    s.send(unix_records.proof_record(secret, box.path, box.incarnation))
     s.send(record)
     out.send([b"still served"])
     assert box.recv(2000) == [b"still served"]
@@ -155,8 +152,7 @@ def test_fd_attached_to_a_plain_record_is_closed(pair):
     import array
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(box.path)
-    nonce = os.urandom(16)
-    s.send(b"\x03" + nonce + unix_records.proof(secret, box.path, nonce))
+    s.send(unix_records.proof_record(secret, box.path, box.incarnation))
     out.send([b"warm"])                      # both connections accepted before counting
     assert box.recv(2000) == [b"warm"]
     r, w = os.pipe()
