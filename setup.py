@@ -24,6 +24,7 @@ INCLUDE = str(HERE / "monarch_cy" / "include")
 CYTHON_MODULES = [
     "monarch_cy._hip_shim",
     "monarch_cy._hostmem",
+    "monarch_cy._leases",
     "monarch_cy._rdma",
     "monarch_cy._nccl_shim",
 ]

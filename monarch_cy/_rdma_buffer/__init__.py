@@ -11,7 +11,7 @@
 ``_tcp``            chunked parallel fallback over the actor transport
 ``_verbs_backend``  ibverbs (monarch_cy._verbs)
 ``_owner``          per-process registry and service thread(s)
-``_tokens``         liveness cells (drop detection without a round trip)
+``_leases``         liveness cells and leases: drop waits for copies in flight
 ``_watch``          owner death (supervision events, pid reuse)
 ``_identity``       host id, pid namespace, job fingerprint
 ``_local``          user memory -> byte span; contiguity and freed-memory checks

@@ -12,7 +12,10 @@ Lifetime: the owner process keeps the registered memory alive (it holds a
 reference to ``data``) until the buffer is dropped, by ``drop()`` on any copy of
 the handle -- not when the Python object goes away, because copies of its handle
 may still be in use elsewhere.  After a drop every operation on any copy fails
-with ``BufferDroppedError``.
+with ``BufferDroppedError``.  ``drop()`` waits for the same-host and TCP operations
+in flight on the buffer (see :mod:`._leases`), so once it has returned no read or
+write touches the memory any more: an operation either completed before, or
+fails with ``BufferDroppedError``.
 
 Concurrency: like RDMA, nothing orders a reader against the owner's own writes
 to the memory; the owner finishes writing (and, for GPU memory, synchronises its
@@ -141,8 +144,14 @@ class RDMABuffer:
     def drop(self):
         """Release the registration (for every copy of the handle); Future of None.
 
-        The owner forgets the memory (its reference to ``data`` goes), zeroes the
-        liveness token and deregisters it.  Idempotent.
+        The owner zeroes the buffer's cell (no operation starts after that),
+        deregisters it, waits for the same-host and TCP operations in flight on it
+        to end (or their processes to die), at most ``_leases.DROP_WAIT`` seconds,
+        and only then lets go of the memory (its reference to ``data``).  In the
+        owner process this blocks and returns a resolved future; elsewhere the
+        future resolves once the owner has done it.  Past the bound the future
+        fails with ``RDMATimeoutError`` (the buffer is dropped, its memory stays
+        referenced until those operations end).  Idempotent.
         """
         from monarch_cy._actor.future import Future
         self._check_job()
@@ -151,7 +160,10 @@ class RDMABuffer:
         _samehost.forget(h)
         svc = _owner.current()
         if svc is not None and h.owner_key == _identity.this_proc_key():
-            svc.drop(h.buf_id, h.token)
+            try:
+                svc.drop(h.buf_id, h.token)
+            except Exception as e:  # noqa: BLE001 - the future carries it
+                return Future._resolved(None, e)
             return Future._resolved(None)
         fut = Future._make(None)
 

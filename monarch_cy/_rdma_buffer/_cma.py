@@ -5,7 +5,10 @@ mapping and no staging.  The kernel allows it when the caller may ptrace the
 target (same user, same or ancestor user namespace, the target dumpable, and
 Yama's ``ptrace_scope`` -- where the module is loaded -- at 0, or 1 with the
 caller an ancestor).  A refusal is ``PermissionError`` (EPERM); callers fall back
-to the TCP path.  A target that is gone raises ``ProcessLookupError`` (ESRCH).
+to the TCP path.  A target that is gone raises ``ProcessLookupError`` (ESRCH);
+anything else (EFAULT: memory not mapped on one side) is ``OSError``.  This module
+knows no buffers: :mod:`._samehost` runs each call under a lease and turns these
+into the library's errors.
 
 Calls go through ctypes (which releases the GIL around them).  Spans of at least
 ``PARALLEL_MIN`` bytes are cut into ``threads`` pieces copied by that many threads

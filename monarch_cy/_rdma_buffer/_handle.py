@@ -27,8 +27,10 @@ class BufferHandle:
     nbytes: int
     device: int | None      # None: host memory; else the owner's GPU ordinal
     readonly: bool
-    token_addr: int         # liveness cell in the owner (see _tokens)
-    token: int
+    lease_fd: int           # the owner's lease table: its fd number there, its id,
+    lease_id: int           # and this buffer's cell in it (see _leases)
+    cell: int
+    token: int              # the cell holds it while the buffer is registered
     service: Any            # monarch_cy.actor.Port of the owner's service
     ipc: Any = None         # monarch_cy.gpu.IpcHandle (GPU memory), or None
     verbs: Any = None       # monarch_cy._verbs.RemoteRegion (ibverbs), or None

@@ -16,6 +16,11 @@ shape and strides: we never make a silent contiguous copy (a write into a copy
 would be lost).  Call ``.contiguous()`` yourself when a copy is what you want.
 
 The span keeps what it was made from alive (``keep``); it frees nothing.
+
+:func:`move_guard` notices, for a registered span, that the memory went away under
+it although its object is alive: a torch storage reallocated (``resize_()`` that
+grows it, ``untyped_storage().resize_()``) or a ``monarch_cy.gpu`` object closed.
+Buffer exporters (numpy, ``bytearray``) are pinned and cannot move.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 from monarch_cy._errors import ResourceClosedError
 
-__all__ = ["Span", "as_span"]
+__all__ = ["Span", "as_span", "move_guard"]
 
 
 @dataclass(frozen=True)
@@ -126,3 +131,50 @@ def as_span(obj: Any, param: str, writable: bool) -> Span:
             f"{param} must be a torch tensor, a memoryview or a buffer (numpy array, "
             f"bytearray), or a monarch_cy.gpu memory object; got {type(obj).__name__} {obj!r}")
     return _buffer_span(obj, param, writable)
+
+
+class _StorageGuard:
+    """A torch tensor's storage (held: ``set_()`` on the tensor cannot free it) and
+    where the registered span sat in it."""
+
+    __slots__ = ("storage", "base", "need", "addr", "nbytes")
+
+    def __init__(self, t, span: Span):
+        self.storage = t.untyped_storage()
+        self.base = self.storage.data_ptr()
+        self.need = span.addr + span.nbytes - self.base
+        self.addr, self.nbytes = span.addr, span.nbytes
+
+    def moved(self) -> str | None:
+        p, n = self.storage.data_ptr(), self.storage.nbytes()
+        if p == self.base and n >= self.need:
+            return None
+        return (f"the registered tensor's memory moved or shrank since registration (its "
+                f"storage was {self.need}+ bytes at {self.base:#x}, now {n} bytes at {p:#x}: "
+                "resize_() of a registered tensor or its storage?); the registered bytes "
+                f"[{self.addr:#x}, +{self.nbytes}) may be freed")
+
+
+class _ClosedGuard:
+    __slots__ = ("mem",)
+
+    def __init__(self, mem):
+        self.mem = mem
+
+    def moved(self) -> str | None:
+        if not self.mem.closed:
+            return None
+        return f"the registered {type(self.mem).__name__} was closed: its memory was freed"
+
+
+def move_guard(span: Span):
+    """An object whose ``moved()`` is None while ``span``'s memory is still where it was
+    registered, else why not (see the module docstring); None when it cannot move."""
+    torch = sys.modules.get("torch")
+    keep = span.keep
+    if torch is not None and isinstance(keep, torch.Tensor):
+        return _StorageGuard(keep, span)
+    gpu = sys.modules.get("monarch_cy.gpu._memory")
+    if gpu is not None and isinstance(keep, gpu.Memory):
+        return _ClosedGuard(keep)
+    return None
