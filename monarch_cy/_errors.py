@@ -38,6 +38,7 @@ __all__ = [
     "MeshStoppedError",
     "MeshIndexError",
     "ForeignJobError",
+    "MachineError",
     "CollectiveError",
     "CollectiveTimeout",
     "GroupAbortedError",
@@ -470,3 +471,10 @@ for _home, _classes in (
     for _c in _classes:
         _c.__module__ = _home
 del _home, _classes, _c
+
+
+class MachineError(MonarchCyError, ValueError):
+    """Valid training options that this machine cannot satisfy: ``--device gpu`` with
+    no GPU found, or more ``--procs`` than GPUs when procs run on GPUs.  ``monarch-cy
+    train`` exits 3 for it, 2 for every other ``ValueError`` of
+    ``TrainConfig.validate``."""

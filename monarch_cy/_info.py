@@ -2,6 +2,12 @@
 
 Every probe here is best-effort and reports why something is unavailable
 instead of raising; nothing in it is on a hot path.
+
+The report (``monarch-cy info --json``) has a fixed shape: every key is always
+present, ``null`` where it does not apply (no runtime bound, no library found),
+so scripts can index it without checks.  ``schema`` (:data:`SCHEMA`) is its
+version: it grows when a key is added, removed or changes meaning.  docs/cli.md
+documents every key; tests/test_cli.py checks the documentation and the output agree.
 """
 
 from __future__ import annotations
@@ -16,11 +22,31 @@ from typing import Any
 
 from monarch_cy import __version__, _runtime
 
+SCHEMA = 1
+"""Version of the report's shape (the ``schema`` key)."""
+
 _NCCL_SONAMES = {"cuda": ("libnccl.so.2",), "rocm": ("librccl.so.1",)}
 
 
+def _device_entry(ordinal: int, p) -> dict[str, Any]:
+    """One ``gpu.devices`` entry from a :class:`~monarch_cy.gpu.DeviceProperties`."""
+    return {
+        "ordinal": ordinal,
+        "name": p.name,
+        "pci_bus_id": p.pci_bus_id,
+        "total_memory_gib": round(p.total_memory / 2**30, 1),
+        "arch": p.arch,
+        "compute_capability": "%d.%d" % p.compute_capability,
+        "multiprocessors": p.multiprocessor_count,
+    }
+
+
 def _gpu_report() -> dict[str, Any]:
-    out: dict[str, Any] = {"requested": None, "bound": False}
+    out: dict[str, Any] = {
+        "requested": None, "bound": False, "error": None, "platform": None, "library": None,
+        "found_via": None, "runtime_version": None, "table": None, "driver_version": None,
+        "driver_error": None, "devices": [], "devices_error": None,
+    }
     try:
         out["requested"] = _runtime.requested_platform()
         binding = _runtime.ensure_bound()
@@ -41,27 +67,13 @@ def _gpu_report() -> dict[str, Any]:
     try:
         out["driver_version"] = rt.driverGetVersion()
     except GpuRuntimeError as e:
-        out["driver_version"] = f"unavailable ({e.name})"
-    devices = []
+        out["driver_error"] = f"{e.name}: {e.message}"
     try:
         from monarch_cy.gpu import Device
 
-        for ordinal in range(rt.getDeviceCount()):
-            p = Device(ordinal).properties
-            devices.append(
-                {
-                    "ordinal": ordinal,
-                    "name": p.name,
-                    "pci_bus_id": p.pci_bus_id,
-                    "total_memory_gib": round(p.total_memory / 2**30, 1),
-                    "arch": p.arch,
-                    "compute_capability": "%d.%d" % p.compute_capability,
-                    "multiprocessors": p.multiprocessor_count,
-                }
-            )
+        out["devices"] = [_device_entry(i, Device(i).properties) for i in range(rt.getDeviceCount())]
     except GpuRuntimeError as e:
         out["devices_error"] = f"{e.name}: {e.message}"
-    out["devices"] = devices
     return out
 
 
@@ -88,28 +100,30 @@ def _nccl_report(platform: str | None) -> dict[str, Any]:
             major, minor, patch = (code // 10000, code // 100 % 100, code % 100) if code >= 10000 else (
                 code // 1000, code // 100 % 10, code % 100)
             return {"available": True, "library": "RCCL" if plat == "rocm" else "NCCL",
-                    "path": place, "version": f"{major}.{minor}.{patch}"}
-    return {"available": False, "tried": tried}
+                    "path": place, "version": f"{major}.{minor}.{patch}", "tried": tried}
+    return {"available": False, "library": None, "path": None, "version": None, "tried": tried}
 
 
 def _verbs_report() -> dict[str, Any]:
     try:
         import pyverbs.device as d  # noqa: PLC0415 - optional dependency
     except ImportError as e:
-        return {"available": False, "reason": f"pyverbs not importable ({e})"}
+        return {"available": False, "devices": [], "reason": f"pyverbs not importable ({e})"}
     try:
         devices = [dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name) for dev in d.get_device_list()]
     except Exception as e:  # noqa: BLE001 - pyverbs raises its own errors
-        return {"available": False, "reason": f"no verbs devices ({e})"}
-    return {"available": bool(devices), "devices": devices}
+        return {"available": False, "devices": [], "reason": f"no verbs devices ({e})"}
+    return {"available": bool(devices), "devices": devices, "reason": None if devices else "no verbs devices"}
 
 
 def report() -> dict[str, Any]:
+    """The platform report (schema :data:`SCHEMA`; every key documented in docs/cli.md)."""
     gpu = _gpu_report()
     return {
+        "schema": SCHEMA,
         "monarch_cy": __version__,
         "python": sys.version.split()[0],
-        "machine": f"{_pyplatform.system()} {_pyplatform.machine()}, {os.cpu_count()} CPUs",
+        "machine": {"system": _pyplatform.system(), "arch": _pyplatform.machine(), "cpus": os.cpu_count()},
         "gpu": gpu,
         "collectives": _nccl_report(gpu.get("platform")),
         "verbs": _verbs_report(),
@@ -117,17 +131,21 @@ def report() -> dict[str, Any]:
 
 
 def format_report(r: dict[str, Any]) -> str:
-    g = r["gpu"]
-    lines = [f"monarch_cy {r['monarch_cy']}  (Python {r['python']}, {r['machine']})"]
+    """The report as the lines ``monarch-cy info`` prints."""
+    g, m = r["gpu"], r["machine"]
+    lines = [f"monarch_cy {r['monarch_cy']}  (Python {r['python']}, {m['system']} {m['arch']}, {m['cpus']} CPUs)"]
     if not g["bound"]:
-        lines.append(f"GPU runtime:  none ({g.get('error', '').splitlines()[0] if g.get('error') else 'not found'})")
-        if g.get("error") and "\n" in g["error"]:
+        lines.append(f"GPU runtime:  none ({g['error'].splitlines()[0] if g['error'] else 'not found'})")
+        if g["error"] and "\n" in g["error"]:
             lines += ["  " + ln for ln in g["error"].splitlines()[1:]]
         lines.append("platform:     CPU only (meshes run as CPU processes)")
     else:
         lines.append(f"platform:     {g['platform']}  (requested: {g['requested']})")
         lines.append(f"GPU runtime:  {g['library']}  [{g['found_via']}], version {g['runtime_version']}, table {g['table']}")
-        lines.append(f"driver:       {g['driver_version'] or 'none installed (version 0)'}")
+        if g["driver_version"] is None:
+            lines.append(f"driver:       unavailable ({g['driver_error']})")
+        else:
+            lines.append(f"driver:       {g['driver_version'] or 'none installed (version 0)'}")
         if g["devices"]:
             for d in g["devices"]:
                 lines.append(
@@ -135,7 +153,7 @@ def format_report(r: dict[str, Any]) -> str:
                     f"{d['multiprocessors']} SMs/CUs  PCI {d['pci_bus_id']}"
                 )
         else:
-            lines.append(f"devices:      none ({g.get('devices_error', 'count is 0')})")
+            lines.append(f"devices:      none ({g['devices_error'] or 'count is 0'})")
     c = r["collectives"]
     if c["available"]:
         lines.append(f"collectives:  {c['library']} {c['version']}  ({c['path']})")

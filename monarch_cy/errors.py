@@ -16,6 +16,7 @@ all of them are reachable here::
     ├── SupervisionError (RuntimeError) ── MeshStoppedError, OwnerDiedError
     ├── MeshIndexError (IndexError, ValueError)
     ├── ForeignJobError (ValueError)    a handle from another job
+    ├── MachineError (ValueError)       training options this machine cannot meet
     ├── RDMAError ── BufferDroppedError, RDMATimeoutError, BackendUnavailableError
     └── HostError ── HostUnreachableError, HostRefusedError, HostLostError,
                      SchedulerError
@@ -36,6 +37,7 @@ from monarch_cy._collectives._errors import (
     GroupAbortedError,
 )
 from monarch_cy._errors import (
+    MachineError,
     GpuRuntimeError,
     GpuRuntimeUnavailable,
     MonarchCyError,
@@ -83,6 +85,7 @@ __all__ = [
     "MeshStoppedError",
     "MeshIndexError",
     "ForeignJobError",
+    "MachineError",
     "RDMAError",
     "BufferDroppedError",
     "RDMATimeoutError",

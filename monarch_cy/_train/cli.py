@@ -1,41 +1,65 @@
-"""``monarch-cy train`` argument parsing and the printed summary."""
+"""``monarch-cy train``: argument parsing, the printed summary and the exit code.
+
+The summary (text, or one JSON document with ``--json``) is the only thing written
+to the result stream (stdout, :func:`monarch_cy._cli.result_stream`); progress and
+errors go to stderr.  Exit codes: 0 the run finished and the replicas agree; 1 the
+run raised, or finished with replicas that differ; 2 a bad option value; 3 options
+this machine cannot satisfy (:class:`~monarch_cy._train.config.MachineError`);
+130 interrupted (the summary so far is still printed).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import TextIO
 
-from monarch_cy._train.config import FaultSpec, TrainConfig
+from monarch_cy._train.config import MAX_PROCS, FaultSpec, MachineError, TrainConfig
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub, epilog: str | None = None) -> argparse.ArgumentParser:
+    """Add ``train`` to the subparsers ``sub``; every option has help and shows its default."""
+    from monarch_cy._cli import HelpFormatter
+
     p = sub.add_parser(
         "train",
         help="train a char-GPT data-parallel over a mesh, surviving injected faults",
         description="Spawn a mesh (one proc per GPU, else N CPU procs), train a small GPT-style "
                     "character model data-parallel with gradients all-reduced through monarch_cy's "
                     "collectives, survive killed workers, and write summary.json and training.png.",
+        epilog=epilog, formatter_class=HelpFormatter,
     )
     d = TrainConfig()
-    p.add_argument("--procs", type=int, default=None, help="procs (default: one per GPU, else 4)")
-    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--procs", type=int, default=None,
+                   help=f"number of procs, 1 to {MAX_PROCS} (default: one per GPU when GPUs are used, else 4)")
+    p.add_argument("--steps", type=int, default=d.steps, help="training steps (positive)")
     p.add_argument("--batch", type=int, default=d.batch, help="sequences per replica per step")
-    p.add_argument("--block", type=int, default=d.block, help="context length")
-    p.add_argument("--layers", type=int, default=d.layers)
-    p.add_argument("--heads", type=int, default=d.heads)
-    p.add_argument("--width", type=int, default=d.width, help="model width")
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="steps; 0 = never")
+    p.add_argument("--block", type=int, default=d.block, help="context length, in characters")
+    p.add_argument("--layers", type=int, default=d.layers, help="transformer blocks")
+    p.add_argument("--heads", type=int, default=d.heads, help="attention heads per block; must divide --width")
+    p.add_argument("--width", type=int, default=d.width, help="model width (embedding size)")
+    p.add_argument("--lr", type=float, default=d.lr, help="AdamW learning rate, in (0, 1)")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help="seed (>= 0) of the text, the batches and the initial weights; equal seeds train "
+                        "identically")
+    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
+                   help="write a checkpoint every N steps; 0 = never")
     p.add_argument("--inject-fault", action="append", default=[], metavar="rank=R,step=S",
                    help="SIGKILL rank R's proc when step S starts (repeatable); 'auto': the last "
-                        "rank at a third of the run")
+                        "rank at a third of the run (default: no faults)")
     p.add_argument("--out", default=d.out_dir, help="folder for summary.json, training.png, checkpoints")
-    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default=d.device)
-    p.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default=d.progress)
-    p.add_argument("--threads", type=int, default=d.threads, help="torch threads per CPU proc (0: auto)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default=d.device,
+                   help="auto: one proc per GPU when GPUs are found, else CPU procs; gpu: GPUs or "
+                        "exit 3; cpu: CPU procs even when there are GPUs")
+    p.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default=d.progress,
+                   help="progress on stderr: a bar, a line every 10 steps, or nothing; auto: a bar "
+                        "when stderr is a terminal, else lines")
+    p.add_argument("--threads", type=int, default=d.threads,
+                   help="torch threads per CPU proc; 0 = CPU cores // procs")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary as one JSON document on stdout; everything else "
+                        "(progress, logs, worker output) goes to stderr")
     p.set_defaults(func=run_command)
     return p
 
@@ -69,21 +93,30 @@ def format_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the job for parsed ``args``, print its summary to ``out``; return the exit code."""
+    from monarch_cy._cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_MACHINE, EXIT_OK, EXIT_USAGE
     from monarch_cy._train.controller import TrainingRun
 
     try:
         cfg = config_from_args(args)
         run = TrainingRun(cfg)
+    except MachineError as e:
+        print(f"monarch-cy train: error: {e}", file=sys.stderr)
+        return EXIT_MACHINE
     except ValueError as e:
         print(f"monarch-cy train: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         summary = run.run()
     except Exception as e:  # noqa: BLE001 - reported, exit non-zero
         print(f"monarch-cy train: failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+        return EXIT_FAILED
+    print(json.dumps(summary, indent=2) if args.json else format_summary(summary), file=out)
     if summary["interrupted"]:
-        return 130
-    return 0 if summary["replicas_identical"] else 1
+        return EXIT_INTERRUPTED
+    if not summary["replicas_identical"]:
+        print("monarch-cy train: failed: the replicas' checksums differ at the end "
+              f"({summary['replica_checksums']})", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK

@@ -10,6 +10,9 @@ from monarch_cy._checks import is_int
 MAX_PROCS = 64
 
 
+from monarch_cy._errors import MachineError  # noqa: E402  (re-exported)
+
+
 @dataclass(frozen=True)
 class FaultSpec:
     """SIGKILL the proc of data-parallel ``rank`` when step ``step`` starts."""
@@ -66,30 +69,43 @@ class TrainConfig:
         return replace(self, faults=faults, checkpoint_every=ckpt)
 
     def validate(self, gpus: int) -> None:
-        """Raise ``ValueError`` naming the option for anything impossible."""
+        """Raise ``ValueError`` naming the option and its value for anything impossible.
+
+        Options that are wrong on any machine are checked first; then what this
+        machine (``gpus`` found) cannot do, as :class:`MachineError`; then the
+        fault specs, whose ranks depend on the world size.
+        """
         def positive(name):
             v = getattr(self, name)
             if not is_int(v) or v < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {v!r}")
+
+        def non_negative(name):
+            v = getattr(self, name)
+            if not is_int(v) or v < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be an integer >= 0, got {v!r}")
         for name in ("steps", "batch", "block", "layers", "heads", "width"):
             positive(name)
         if self.procs is not None:
             positive("procs")
             if self.procs > MAX_PROCS:
                 raise ValueError(f"--procs must be at most {MAX_PROCS}, got {self.procs}")
-            if self.device in ("auto", "gpu") and self.use_gpus(gpus) and self.procs > gpus:
-                raise ValueError(f"--procs {self.procs} is more than the {gpus} GPU(s) found "
-                                 "(one proc per GPU; --device cpu runs CPU procs instead)")
         if self.width % self.heads:
             raise ValueError(f"--width ({self.width}) must be a multiple of --heads ({self.heads})")
         if not (0 < self.lr < 1):
             raise ValueError(f"--lr must be in (0, 1), got {self.lr!r}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"--checkpoint-every must be >= 0, got {self.checkpoint_every}")
+        for name in ("checkpoint_every", "seed", "threads"):
+            non_negative(name)
         if self.device not in ("auto", "cpu", "gpu"):
             raise ValueError(f"--device must be auto, cpu or gpu, got {self.device!r}")
+        if self.progress not in ("auto", "bar", "lines", "none"):
+            raise ValueError(f"--progress must be auto, bar, lines or none, got {self.progress!r}")
         if self.device == "gpu" and gpus == 0:
-            raise ValueError("--device gpu but no GPU was found")
+            raise MachineError("--device gpu but no GPU was found (`monarch-cy info` says why; "
+                               "--device cpu runs CPU procs instead)")
+        if self.procs is not None and self.use_gpus(gpus) and self.procs > gpus:
+            raise MachineError(f"--procs {self.procs} is more than the {gpus} GPU(s) found "
+                               "(one proc per GPU; --device cpu runs CPU procs instead)")
         n = self.world_size(gpus)
         for f in self.faults:
             if not 0 <= f.rank < n:

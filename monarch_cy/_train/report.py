@@ -9,7 +9,11 @@ from typing import Any
 
 
 class Progress:
-    """A tqdm bar on a terminal, one line every ``every`` steps otherwise."""
+    """A tqdm bar on a terminal, one line every ``every`` steps otherwise.
+
+    Everything it prints (the bar, step lines, notes) goes to ``sys.stderr``, never
+    to stdout: stdout is the run's result (the summary, or ``--json``'s document).
+    """
 
     def __init__(self, total: int, mode: str = "auto", every: int = 10) -> None:
         if mode == "auto":
@@ -19,20 +23,21 @@ class Progress:
         if mode == "bar":
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit="step", dynamic_ncols=True)
+            self._bar = tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stderr)
 
     def update(self, step: int, loss: float, tokens_per_s: float) -> None:
         if self._bar is not None:
             self._bar.update(1)
             self._bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens_per_s:,.0f}")
         elif self.mode == "lines" and (step % self.every == 0 or step == self.total - 1):
-            print(f"step {step:5d}/{self.total}  loss {loss:.4f}  {tokens_per_s:,.0f} tokens/s", flush=True)
+            print(f"step {step:5d}/{self.total}  loss {loss:.4f}  {tokens_per_s:,.0f} tokens/s",
+                  file=sys.stderr, flush=True)
 
     def note(self, text: str) -> None:
         if self._bar is not None:
-            self._bar.write(text)
+            self._bar.write(text, file=sys.stderr)
         elif self.mode != "none":
-            print(text, flush=True)
+            print(text, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

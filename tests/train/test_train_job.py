@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from monarch_cy._train.config import FaultSpec, TrainConfig
+from monarch_cy._train.config import FaultSpec, MachineError, TrainConfig
 from monarch_cy._train.controller import TrainingRun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,10 +36,11 @@ def test_bad_options_exit_2(args, message):
 
 
 def test_more_procs_than_gpus_is_refused_unless_cpu():
-    """With GPUs present, procs beyond the GPU count would start procs with no device."""
-    with pytest.raises(ValueError, match="more than the 1 GPU"):
+    """With GPUs present, procs beyond the GPU count would start procs with no device
+    (a ``MachineError``: ``monarch-cy train`` exits 3 for it)."""
+    with pytest.raises(MachineError, match="more than the 1 GPU"):
         TrainConfig(procs=4).validate(gpus=1)
-    with pytest.raises(ValueError, match="more than the 2 GPU"):
+    with pytest.raises(MachineError, match="more than the 2 GPU"):
         TrainConfig(procs=3, device="gpu").validate(gpus=2)
     TrainConfig(procs=4, device="cpu").validate(gpus=1)
     TrainConfig(procs=4).validate(gpus=0)
