@@ -358,4 +358,4 @@ class GpuProbe(Actor):
     def devices(self):
         from monarch_cy.gpu import Device, device_count
         n = device_count()
-        return n, [Device(i).properties().pci_bus_id for i in range(n)]
+        return n, [Device(i).properties.pci_bus_id for i in range(n)]

@@ -61,7 +61,7 @@ def test_on_a_gpu_the_proc_sees_exactly_the_inherited_device(monkeypatch):
     from _actors import GpuProbe
     from monarch_cy.gpu import Device, device_count
     n = device_count()
-    last_bus = Device(n - 1).properties().pci_bus_id
+    last_bus = Device(n - 1).properties.pci_bus_id
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", str(n - 1))
     monkeypatch.delenv("MONARCH_CY_PIN_GPUS", raising=False)
     pm = this_host().spawn_procs(per_host={"gpus": 1})
