@@ -112,12 +112,21 @@ class ShmPool:
 
     def _reuse(self, seg) -> None:
         self._free.append(seg)
+        self._trim(_POOL_KEEP_BYTES)
+
+    def _trim(self, keep_bytes: int) -> None:
         total = sum(s.size for s in self._free)
-        while total > _POOL_KEEP_BYTES and self._free:
+        while total > keep_bytes and self._free:
             s = self._free.pop(0)
             total -= s.size
             del self._segs[s.seg_id]
             s.close()
+
+    def trim(self, keep_bytes: int = 0) -> None:
+        """Close free segments, oldest first, until at most ``keep_bytes`` stay pooled
+        (segments in use are untouched)."""
+        with self._lock:
+            self._trim(keep_bytes)
 
     def in_use(self) -> int:
         with self._lock:

@@ -118,12 +118,12 @@ def test_chaos_across_the_failure_paths():
     every proc this controller started, the session's shared meshes included."""
     import subprocess
     import sys
-    if os.environ.get("MONARCH_CY_CHAOS_CHILD"):
+    if os.environ.get("CHAOS_TEST_CHILD"):
         pytest.skip("this is the child run")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
          f"{__file__}::test_chaos_body"], capture_output=True, text=True, timeout=280,
-        env={**os.environ, "MONARCH_CY_CHAOS_CHILD": "1"}, cwd=os.path.dirname(__file__))
+        env={**os.environ, "CHAOS_TEST_CHILD": "1"}, cwd=os.path.dirname(__file__))
     print(out.stdout[-3000:])
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     assert "0 hung" in out.stdout, out.stdout[-3000:]
@@ -131,7 +131,7 @@ def test_chaos_across_the_failure_paths():
 
 @pytest.mark.timeout(240)
 def test_chaos_body(monkeypatch):
-    if not os.environ.get("MONARCH_CY_CHAOS_CHILD"):
+    if not os.environ.get("CHAOS_TEST_CHILD"):
         pytest.skip("run by test_chaos_across_the_failure_paths in a controller of its own")
     faults = []
     monkeypatch.setattr(api, "unhandled_fault_hook", faults.append)
