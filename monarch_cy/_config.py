@@ -20,7 +20,8 @@ Rules, the same for every variable:
 Types: ``text`` (a path, an address, a name), ``secret`` (text, never echoed),
 ``flag`` (``0`` or ``1``), a choice (``unix``, ``ipc`` or ``tcp``...), ``int``
 (with a minimum, or clamped to a range), ``seconds > 0`` / ``seconds >= 0``
-(a float; NaN refused; ``inf`` means never).
+(a float; NaN refused; ``inf`` means never), ``ports`` (``A-B``, inclusive, read
+as the tuple ``(A, B)``).
 
 ``who``: ``user`` (set it to configure), ``internal`` (set by monarch_cy for the
 processes it starts; read them, do not set them), ``tests`` (the test suite and
@@ -77,7 +78,8 @@ class Var:
                 return f"int, clamped to {self.clamp[0]}..{self.clamp[1]}"
             return "int" if self.minimum is None else f"int >= {self.minimum}"
         return {"flag": "`0` or `1`", "seconds": "seconds > 0",
-                "seconds0": "seconds >= 0"}.get(self.kind, self.kind)
+                "seconds0": "seconds >= 0", "ports": "port range `A-B`"}.get(
+                    self.kind, self.kind)
 
     def default_text(self) -> str:
         d = self.default
@@ -137,8 +139,16 @@ def _seconds(var: Var, raw: str) -> float:
     return v
 
 
+def _ports(var: Var, raw: str) -> tuple:
+    lo, sep, hi = raw.strip().partition("-")
+    if not (sep and lo.strip().isdigit() and hi.strip().isdigit()
+            and 0 < int(lo) <= int(hi) < 65536):
+        raise _bad(var, raw, "must be a port range A-B with 1 <= A <= B <= 65535")
+    return int(lo), int(hi)
+
+
 _PARSERS = {"text": _text, "secret": _text, "flag": _flag, "choice": _choice,
-            "int": _int, "seconds": _seconds, "seconds0": _seconds}
+            "int": _int, "seconds": _seconds, "seconds0": _seconds, "ports": _ports}
 
 _V = Var
 VARIABLES: dict[str, Var] = {v.name: v for v in [
@@ -153,6 +163,15 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "The address the controller's actor runtime binds for remote hosts (procs reply "
        "to it); default: this machine's address on the route to the first worker (SLURM: "
        "to the controller daemon). Set it before anything starts the runtime."),
+    _V("MONARCH_CY_CONTROLLER_INTERFACE", "text", None, USER,
+       "A network interface (e.g. `ib0`) whose IPv4 address the controller binds for "
+       "remote hosts, instead of guessing from the route; setting it together with "
+       "`MONARCH_CY_HOST` is an error. Read when the runtime starts for remote hosts."),
+    _V("MONARCH_CY_CONTROLLER_PORTS", "ports", None, USER,
+       "The ports the controller listens on for remote hosts and their procs (its actor "
+       "runtime's two, the named-controller registry's, and a job's agent port given as "
+       "`0`); unset: ports the OS picks. Read as each port is chosen; a range with no "
+       "free port left is an error naming it."),
     _V("MONARCH_CY_HOST_ADDRESS", "text", None, USER,
        "This host's address as other hosts reach it, given to collective groups' "
        "rendezvous; default: the address of its host name, else `127.0.0.1`."),
@@ -225,6 +244,10 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
     _V("MONARCH_CY_GPU_COORD", "int", None, INTERNAL,
        "Sent by the controller to a host agent with each proc to start: its `gpus` "
        "coordinate, which the agent maps onto the GPUs it was given.", minimum=0),
+    _V("MONARCH_CY_GPU_UNPINNED", "text", None, INTERNAL,
+       "Set in a proc whose visible GPUs `spawn_procs` pinned to its `gpus` coordinate: "
+       "the device variables it had before (JSON), which `monarch_cy.spmd` restores so "
+       "that a torchrun script sees every GPU of its host, as under torchrun."),
     # -- the test suite and benchmarks (tests/, bench/, scripts/)
     _V("MONARCH_CY_CHAOS_SEED", "int", 1234, TESTS,
        "Seed of `tests/actor/test_chaos.py`'s random kills."),
@@ -270,6 +293,15 @@ def job_secret_file() -> str | None:
 
 def host() -> str | None:
     return get("MONARCH_CY_HOST")
+
+
+def controller_interface() -> str | None:
+    return get("MONARCH_CY_CONTROLLER_INTERFACE")
+
+
+def controller_ports() -> tuple | None:
+    """``(first, last)`` port, inclusive; None when unset."""
+    return get("MONARCH_CY_CONTROLLER_PORTS")
 
 
 def host_address() -> str | None:
@@ -336,6 +368,10 @@ def pin_gpus() -> bool | None:
 
 def gpu_coord() -> int | None:
     return get("MONARCH_CY_GPU_COORD")
+
+
+def gpu_unpinned() -> str | None:
+    return get("MONARCH_CY_GPU_UNPINNED")
 
 
 def heartbeat_timeout() -> float:

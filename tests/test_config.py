@@ -25,6 +25,8 @@ ACCESSORS = {
     _config.job_secret_file: ("JOB_SECRET_FILE", None, " /run/s ", "/run/s"),
     _config.host: ("HOST", None, "10.0.0.7", "10.0.0.7"),
     _config.host_address: ("HOST_ADDRESS", None, "10.0.0.8", "10.0.0.8"),
+    _config.controller_interface: ("CONTROLLER_INTERFACE", None, " ib0 ", "ib0"),
+    _config.controller_ports: ("CONTROLLER_PORTS", None, " 29000 - 29009 ", (29000, 29009)),
     _config.agent_rank: ("AGENT_RANK", None, "3", 3),
     _config.host_timeout: ("HOST_TIMEOUT", 10.0, "2.5", 2.5),
     _config.attach_timeout: ("ATTACH_TIMEOUT", 30.0, "7", 7.0),
@@ -41,6 +43,8 @@ ACCESSORS = {
     _config.start_method: ("START", "fork", "Exec", "exec"),
     _config.pin_gpus: ("PIN_GPUS", None, "1", True),
     _config.gpu_coord: ("GPU_COORD", None, "3", 3),
+    _config.gpu_unpinned: ("GPU_UNPINNED", None, '{"CUDA_VISIBLE_DEVICES": null}',
+                           '{"CUDA_VISIBLE_DEVICES": null}'),
     _config.heartbeat_timeout: ("HEARTBEAT_TIMEOUT", 10.0, "0", 0.0),
     _config.supervise_timeout: ("SUPERVISE_TIMEOUT", 10.0, "0.5", 0.5),
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),
@@ -52,6 +56,7 @@ ACCESSORS = {
 # variable suffix -> values that must be refused
 BAD = {
     "AGENT_RANK": ["-1", "x", "1.0"],
+    "CONTROLLER_PORTS": ["29000", "9-3", "0-10", "1-65536", "a-b", "1-2-3"],
     "HOST_TIMEOUT": ["abc", "0", "-3", "nan"],
     "ATTACH_TIMEOUT": ["0", "soon"],
     "GPU_PLATFORM": ["vulkan", "cuda,rocm"],
@@ -83,7 +88,7 @@ def test_accessors_cover_every_package_variable():
     assert all(v.who in (_config.USER, _config.INTERNAL, _config.TESTS)
                for v in _config.VARIABLES.values())
     internal = {n for n, v in _config.VARIABLES.items() if v.who == _config.INTERNAL}
-    assert internal == {P + "RANK", P + "WORLD_SIZE", P + "GPU_COORD"}
+    assert internal == {P + "RANK", P + "WORLD_SIZE", P + "GPU_COORD", P + "GPU_UNPINNED"}
 
 
 @pytest.mark.parametrize("fn", list(ACCESSORS), ids=lambda f: f.__name__)
@@ -127,7 +132,9 @@ def test_messages_say_what_is_wanted(env):
              ("TRANSPORT", "udp", "is not a transport; use one of unix, ipc, tcp"),
              ("PIN_GPUS", "yes", "must be 0 or 1"),
              ("WORLD_SIZE", "0", "must be an int >= 1"),
-             ("RDMA_CMA_THREADS", "two", "must be an int")]
+             ("RDMA_CMA_THREADS", "two", "must be an int"),
+             ("CONTROLLER_PORTS", "9-3", "must be a port range A-B with 1 <= A <= B "
+                                         "<= 65535")]
     for suffix, raw, want in cases:
         env.setenv(P + suffix, raw)
         with pytest.raises(ValueError, match=re.escape(f"{P}{suffix}={raw!r} {want}")):

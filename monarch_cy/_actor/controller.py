@@ -19,7 +19,8 @@ from monarch_cy._transport.auth import JobKeys
 from monarch_cy._transport.node import Node
 from monarch_cy._transport.protocol import LOG, SPAWN
 
-__all__ = ["get_node", "make_controller_node", "alloc_addr", "LIVE_PROCS", "SINK"]
+__all__ = ["get_node", "make_controller_node", "alloc_addr", "listen_port", "LIVE_PROCS",
+           "SINK"]
 
 LIVE_PROCS = {}     # proc key -> _Proc (children of this controller)
 STATES = []         # every ProcMesh state, for shutdown
@@ -67,29 +68,56 @@ def alloc_addr(node, tag: str, proc_key: str | None = None) -> str:
     return f"{'ipc' if transport() == 'ipc' else 'unix'}://{node.rundir}/{tag}"
 
 
+_taken = set()      # (host, port) handed out by listen_port in this process
+
+
+def listen_port(host: str) -> int:
+    """A TCP port on ``host`` for a socket of this controller that remote hosts must
+    reach (its runtime's inboxes, the named-controller registry, an agent port asked
+    as 0): the first port of ``MONARCH_CY_CONTROLLER_PORTS`` that can be bound now and
+    was not handed out before by this process, else (variable unset) one the OS
+    picks.  The caller binds it soon after.  ``OSError`` (``EADDRINUSE``) naming the
+    range when none of it is left."""
+    import errno
+    from monarch_cy import _config
+    rng = _config.controller_ports()
+    if rng is None:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return s.getsockname()[1]
+    lo, hi = rng
+    with _lock:
+        for port in range(lo, hi + 1):
+            if (host, port) in _taken:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+            _taken.add((host, port))
+            return port
+    raise OSError(errno.EADDRINUSE,
+                  f"no free port left in MONARCH_CY_CONTROLLER_PORTS={lo}-{hi} on {host}: "
+                  f"all {hi - lo + 1} are in use or already taken by this controller "
+                  "(it needs 3: its actor runtime's two and the named-controller "
+                  "registry's, plus a job's agent port given as 0); widen the range")
+
+
 def make_controller_node(host: str | None = None, secret: bytes | None = None) -> Node:
     """The controller's node; ``host``: bind TCP on that address (reachable from other
-    machines, see monarch_cy._hosts); ``secret``: the job secret (default: random)."""
+    machines, see monarch_cy._hosts), on two ports from :func:`listen_port`;
+    ``secret``: the job secret (default: random)."""
     global SINK
     from monarch_cy._actor import actor_host, logs
     from monarch_cy._actor.rundir import make_rundir
+    if host is not None:        # before anything is made: a full port range raises
+        addr, daddr = (f"tcp://{host}:{listen_port(host)}" for _ in range(2))
     rundir = make_rundir()
     keys = JobKeys(secret)
-    if host is not None:
-        addrs = []
-        for _ in range(2):
-            with socket.socket() as s:
-                s.bind((host, 0))
-                addrs.append(f"tcp://{host}:{s.getsockname()[1]}")
-        addr, daddr = addrs
-    elif transport() == "tcp":
-        addrs = []
-        for _ in range(2):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                addrs.append(f"tcp://127.0.0.1:{s.getsockname()[1]}")
-        addr, daddr = addrs
-    else:
+    if host is None and transport() == "tcp":
+        addr, daddr = (f"tcp://127.0.0.1:{listen_port('127.0.0.1')}" for _ in range(2))
+    elif host is None:
         scheme = "ipc" if transport() == "ipc" else "unix"
         addr, daddr = f"{scheme}://{rundir}/c", f"{scheme}://{rundir}/cd"
     node = Node(addr, keys, rundir=rundir, is_controller=True, direct_addr=daddr,

@@ -69,11 +69,9 @@ def cc_address(node) -> str:
     with _lock:
         if _addr is None:
             if node.addr.startswith("tcp://"):
-                import socket
+                from monarch_cy._actor.controller import listen_port
                 host = node.addr[len("tcp://"):].rsplit(":", 1)[0]
-                with socket.socket() as s:
-                    s.bind((host, 0))
-                    _addr = f"tcp://{host}:{s.getsockname()[1]}"
+                _addr = f"tcp://{host}:{listen_port(host)}"   # MONARCH_CY_CONTROLLER_PORTS
             else:
                 from monarch_cy._actor.controller import alloc_addr
                 _addr = alloc_addr(node, "controllers")

@@ -24,7 +24,15 @@ when it says goodbye or is lost (no message for the heartbeat timeout, see
 SIGINT: kill every proc, then exit.
 
 Procs bind ports from ``--ports A-B`` (default 26601-27600) on the advertised address
-(``--advertise``, else the address the controller reached / the route to it).
+(``--advertise``, else the address the controller reached / the route to it); a
+range with no free port fails the host at the controller, naming the range.
+
+Procs reply to the controller's runtime addresses, which the controller sends in its
+HELLO.  Before the first proc for a controller, the agent checks with a plain TCP
+connection that this host reaches each of them; when one does not answer, every
+proc requested by that controller fails at once with an ``ERROR`` naming the
+``address:port`` tried and why (refused, no route, no answer within a second or
+so), instead of starting procs that cannot report back.
 """
 
 from __future__ import annotations
@@ -52,11 +60,13 @@ log = P.log
 class _Ctl:
     """One controller the agent serves."""
 
-    def __init__(self, ident: bytes, timeout: float) -> None:
+    def __init__(self, ident: bytes, timeout: float, reach=()) -> None:
         self.ident = ident
         self.timeout = timeout
         self.last = time.monotonic()
         self.procs = set()
+        self.reach = list(reach)     # the controller's runtime addresses (its HELLO)
+        self.unreachable = None      # None: not checked yet; "": reached; else why not
 
 
 class Agent:
@@ -123,7 +133,7 @@ class Agent:
             ip = socket.gethostbyname(socket.gethostname())
         return {"hostname": socket.gethostname(), "ip": ip, "pid": os.getpid(),
                 "rank": self.rank, "ports": _free_ports(ip, self.ports),
-                "python": sys.executable}
+                "port_range": list(self.ports), "python": sys.executable}
 
     def _zygote(self):
         if self.zygote is None:
@@ -138,7 +148,8 @@ class Agent:
         ctl = self.ctls.get(ident)
         if kind == P.HELLO:
             if ctl is None:
-                ctl = self.ctls[ident] = _Ctl(ident, float(msg[1].get("timeout", 10)))
+                ctl = self.ctls[ident] = _Ctl(ident, float(msg[1].get("timeout", 10)),
+                                              msg[1].get("controller", ()))
                 self.served += 1
                 log.info("controller connected (heartbeat timeout %.1f s)", ctl.timeout)
             self._send(ident, (P.HELLO, self._info(msg[1].get("ip"))))
@@ -155,6 +166,14 @@ class Agent:
             self._drop(ctl, "said goodbye")
 
     def _spawn(self, ctl: _Ctl, key: str, cfg: dict, env: dict) -> None:
+        if ctl.unreachable is None:
+            ctl.unreachable = _unreachable(ctl.reach, min(3.0, max(0.5, ctl.timeout / 4)))
+            if ctl.unreachable:
+                log.error("%s", ctl.unreachable)
+        if ctl.unreachable:
+            self._send(ctl.ident, (P.ERROR, key, f"cannot start a proc: "
+                                                 f"{ctl.unreachable}"))
+            return
         full = {k: v for k, v in os.environ.items() if k not in (ENV, ENV_FILE)}
         env = dict(env)
         coord = env.pop("MONARCH_CY_GPU_COORD", None)
@@ -307,6 +326,28 @@ class Agent:
         self.ctx.term()
         P.REFUSALS.flush(force=True)
         shutil.rmtree(self.rundir, ignore_errors=True)
+
+
+def _unreachable(addrs, timeout: float) -> str:
+    """"" when this host opens a TCP connection to every ``tcp://`` address of
+    ``addrs`` within ``timeout`` seconds each, else why not, naming the first that
+    failed."""
+    for addr in addrs:
+        host, port = P.parse_tcp(addr, "controller address")
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                pass
+        except socket.timeout:
+            why = f"no answer within {timeout:.1f} s (a firewall dropping it?)"
+        except OSError as e:
+            why = e.strerror or str(e)
+        else:
+            continue
+        return (f"this host cannot reach the controller at {host}:{port} ({why}); "
+                "procs reply there: open that port to this host, or have the controller "
+                "bind an address it reaches (MONARCH_CY_HOST, "
+                "MONARCH_CY_CONTROLLER_INTERFACE, MONARCH_CY_CONTROLLER_PORTS)")
+    return ""
 
 
 def _free_ports(ip: str, ports) -> list[int]:

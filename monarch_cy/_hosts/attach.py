@@ -8,11 +8,15 @@ waits for the hosts it needs, then asks every agent at once to start its procs a
 returns a ``ProcMesh`` whose first dimension is ``hosts``.
 
 The controller's own actor runtime must be reachable from those hosts: the first
-use of remote hosts starts it on TCP, bound to this machine's address on the route
-to the first worker (override with ``MONARCH_CY_HOST``), with the job secret the
-agents hold (``secret=`` or, by default, :func:`.secret.load_secret`).  If the
-runtime already started on local-only addresses (``ipc://``, loopback), remote
-hosts cannot reach it and a ``RuntimeError`` says so.
+use of remote hosts starts it on TCP, bound to :func:`controller_ip` (this
+machine's address on the route to the first worker that is not on loopback, unless
+``MONARCH_CY_HOST`` or ``MONARCH_CY_CONTROLLER_INTERFACE`` says otherwise), on
+ports from ``MONARCH_CY_CONTROLLER_PORTS`` when set, with the job secret the agents
+hold (``secret=`` or, by default, :func:`.secret.load_secret`).  When every worker
+is on loopback (an agent on ``127.0.0.1``: a first trial on one machine), the
+runtime binds loopback too.  If the runtime already started on addresses the
+workers cannot reach (``unix://``/``ipc://``, or loopback for a worker that is not),
+a ``RuntimeError`` says so.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.errors import HostUnreachableError
 
 __all__ = ["attach_to_workers", "HostSet", "ensure_controller_node", "get_hub",
-           "attach_timeout"]
+           "attach_timeout", "controller_ip", "configured_ip"]
 
 _hub = None
 _hub_lock = threading.Lock()
@@ -92,10 +96,37 @@ def at_shutdown(fn) -> None:
     _finalizers.append(fn)
 
 
+def configured_ip() -> str | None:
+    """The address the user chose for the controller: ``MONARCH_CY_HOST``, else the
+    IPv4 address of ``MONARCH_CY_CONTROLLER_INTERFACE``, else None.  ``ValueError``
+    when both are set, for a wildcard address, or for an interface that does not exist
+    or has no IPv4 address."""
+    host, iface = _config.host(), _config.controller_interface()
+    if host and iface:
+        raise ValueError(f"MONARCH_CY_HOST={host!r} and MONARCH_CY_CONTROLLER_INTERFACE="
+                         f"{iface!r} are both set; set only one")
+    if host in ("0.0.0.0", "::", "*"):
+        raise ValueError(f"MONARCH_CY_HOST={host!r} is a wildcard; give the address of "
+                         "this machine that the other hosts reach")
+    if iface:
+        return P.interface_ip(iface, "MONARCH_CY_CONTROLLER_INTERFACE")
+    return host
+
+
+def controller_ip(toward: str | None) -> str:
+    """The address the controller binds for remote hosts: :func:`configured_ip`, else
+    this machine's address on the route to ``toward`` (a host name or address), else
+    the address of this machine's host name."""
+    return configured_ip() or (P.local_ip_towards(toward) if toward else
+                               socket.gethostbyname(socket.gethostname()))
+
+
 def ensure_controller_node(toward: str | None, secret: bytes | None,
                            host: str | None = None):
     """The controller's node, started on TCP at ``host`` (default
-    ``$MONARCH_CY_HOST``, else this machine's address on the route to ``toward``)."""
+    :func:`controller_ip` of ``toward``).  ``RuntimeError`` when it already runs
+    somewhere ``toward`` cannot reach: not on TCP, or on loopback while ``toward``
+    (None: any remote host) is not."""
     global _registered
     # Import asyncio before the runtime's threads start: Future.get() reads it from
     # sys.modules and must never see it half-imported by another thread.
@@ -107,17 +138,19 @@ def ensure_controller_node(toward: str | None, secret: bytes | None,
             _registered = True
             atexit.register(_shutdown)
         if N._node is None:
-            host = host or _config.host() or (
-                P.local_ip_towards(toward) if toward else socket.gethostbyname(
-                    socket.gethostname()))
-            N._node = controller.make_controller_node(host=host, secret=secret)
+            N._node = controller.make_controller_node(
+                host=host or controller_ip(toward), secret=secret)
         node = N._node
-    if not node.addr.startswith("tcp://") or node.addr.startswith("tcp://127."):
+    local_ok = toward is not None and P.is_loopback(toward)
+    if not node.addr.startswith("tcp://") or (
+            P.is_loopback(P.parse_tcp(node.addr)[0]) and not local_ok):
         raise RuntimeError(
             f"this controller's actor runtime already runs on local-only addresses "
-            f"({node.addr}), which other hosts cannot reach; use remote hosts before "
-            "anything else starts the runtime, or set MONARCH_CY_HOST to this "
-            "machine's address first")
+            f"({node.addr}), which "
+            + (f"{toward}" if toward else "other hosts") + " cannot reach; use remote "
+            "hosts before anything else starts the runtime (local procs, this_proc(), "
+            "an attach to 127.0.0.1), or set MONARCH_CY_HOST / "
+            "MONARCH_CY_CONTROLLER_INTERFACE to this machine's address first")
     if secret is not None and node.keys.secret != secret:
         raise ValueError("this controller's actor runtime already runs with another "
                          "job secret than the one given for the agents")
@@ -173,7 +206,11 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
         timeout = check_timeout("timeout", timeout)
     if secret is None:
         secret = load_secret()
-    node = ensure_controller_node(P.parse_tcp(addrs[0])[0], secret)
+    # bind toward a worker that is not on loopback; only when all are, loopback is
+    # enough (every agent on this machine: procs reach the controller there too)
+    peers = [P.parse_tcp(a)[0] for a in addrs]
+    toward = next((h for h in peers if not P.is_loopback(h)), peers[0])
+    node = ensure_controller_node(toward, secret)
     hub = get_hub(node)
     hosts = [hub.connect(a, timeout) for a in addrs]
     return host_mesh(hosts)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 
-from monarch_cy import _config
 from monarch_cy._hosts.job import JobState, JobTrait, check_meshes, split_meshes
 
 __all__ = ["KubernetesJob", "load_manifest", "read_hosts"]
@@ -83,13 +82,14 @@ class KubernetesJob(JobTrait):
 
     def apply(self) -> None:
         """Listen for the agents on the Service's port (the manifest is applied by
-        ``kubectl``); the pod's address comes from ``MONARCH_CY_HOST``."""
+        ``kubectl``); the pod's address comes from ``MONARCH_CY_HOST`` (or
+        ``MONARCH_CY_CONTROLLER_INTERFACE``)."""
         if self._dialin is not None:
             return
-        from monarch_cy._hosts.attach import ensure_controller_node, get_hub
+        from monarch_cy._hosts.attach import configured_ip, ensure_controller_node, get_hub
         from monarch_cy._transport.secret import load_secret
         node = ensure_controller_node(None, load_secret(),
-                                      host=_config.host())
+                                      host=configured_ip())
         hub = get_hub(node)
         self._dialin = hub.dialin or hub.listen(f"tcp://0.0.0.0:{self.port}")
 

@@ -6,8 +6,8 @@ connect to (:meth:`Hub.listen`, used by SLURM and Kubernetes jobs).  Other threa
 never touch its sockets: they queue callables (:meth:`Hub.command`).
 
 :class:`RemoteHost` is one agent: its state (``connecting`` -> ``up`` -> ``lost``,
-or ``failed`` when it never came up), what it told us (hostname, address, free
-ports), and its live procs.  Procs started through it get a
+``failed`` when it never came up, ``closed`` once this controller said goodbye),
+what it told us (hostname, address, free ports), and its live procs.  Procs started through it get a
 :class:`RemoteProcHandle` (the launcher's :class:`ProcHandle` interface): their
 exits come from the agent's EXIT reports, and when the host is lost every one of
 them fails at once with the cause (``node.proc_failed``) in the node's pump -- the
@@ -25,7 +25,7 @@ from collections import deque
 from monarch_cy._actor.launcher import ProcHandle
 from monarch_cy._hosts import protocol as P
 from monarch_cy._log import logger
-from monarch_cy._hosts.errors import (HostLostError, HostRefusedError,
+from monarch_cy._hosts.errors import (HostError, HostLostError, HostRefusedError,
                                       HostUnreachableError)
 
 __all__ = ["Hub", "RemoteHost", "RemoteProcHandle", "DialIn"]
@@ -85,7 +85,8 @@ class RemoteHost:
         with self._lock:
             if not self._free:
                 raise RuntimeError(f"{self.name} has no free port left in its agent's "
-                                   "--ports range; start the agent with a wider range")
+                                   f"--ports range {self._range()}; start the agent "
+                                   "with a wider range")
             port = self._free.popleft()
             addr = f"tcp://{self.info['ip']}:{port}"
             self._owned.setdefault(owner or addr, []).append(port)
@@ -114,6 +115,10 @@ class RemoteHost:
             self.hub.command(lambda: self._proc_exited(key, -9, cause))
         return h
 
+    def _range(self) -> str:
+        r = (self.info or {}).get("port_range")
+        return f"{r[0]}-{r[1]}" if r else "(unknown)"
+
     # -- hub thread ----------------------------------------------------------
     def _proc_exited(self, key: str, code: int, cause: str | None = None) -> None:
         from monarch_cy._actor import controller
@@ -129,6 +134,12 @@ class RemoteHost:
 
     def _up(self, info: dict) -> None:
         self.info = info
+        if not info.get("ports"):
+            self._down("failed", HostError(
+                f"{self.name}: no free port in its agent's --ports range "
+                f"{self._range()} on {info.get('ip')}: every one is in use; free some "
+                "or start the agent with another --ports range"))
+            return
         with self._lock:
             self._free.extend(info.get("ports", ()))
             self.state = "up"
@@ -165,7 +176,9 @@ class DialIn:
                 if left <= 0:
                     raise HostUnreachableError(
                         f"only {len(self.hosts)} of {n} agents dialed {self.addr} within "
-                        f"{timeout:.0f} s")
+                        f"{timeout:.0f} s: can the nodes reach that address? (their "
+                        "agents log the address they tried; MONARCH_CY_HOST or "
+                        "MONARCH_CY_CONTROLLER_INTERFACE choose another)")
                 self.cond.wait(min(left, 0.2))
                 if abort is not None:
                     msg = abort()
@@ -270,7 +283,13 @@ class Hub:
         self.by_sock[host.mon.sock] = host
         self.poller.register(s, zmq.POLLIN)
         self.poller.register(host.mon.sock, zmq.POLLIN)
-        self.send(host, (P.HELLO, {"ip": ip, "timeout": self.timeout}))
+        self.send(host, (P.HELLO, self._hello(ip)))
+
+    def _hello(self, ip: str | None) -> dict:
+        """The controller's HELLO: the address the agent was reached at, the heartbeat
+        timeout, and the runtime addresses its procs must reach (the agent checks)."""
+        return {"ip": ip, "timeout": self.timeout,
+                "controller": [self.node.addr, self.node.direct_addr]}
 
     def _close_sock(self, host: RemoteHost) -> None:
         for s in (host.sock, host.mon.sock if host.mon else None):
@@ -285,12 +304,24 @@ class Hub:
         if self.router is not None:
             raise RuntimeError(f"this controller already listens for agents on "
                                f"{self.dialin.addr}")
+        if bind.startswith("tcp://") and bind.endswith(":0"):
+            # any port: the first free one of MONARCH_CY_CONTROLLER_PORTS, if set
+            from monarch_cy._actor.controller import listen_port
+            host = bind[6:-2]
+            bind = f"tcp://{host}:{listen_port(host.strip('[]'))}"
         P.parse_tcp(bind, "agent port address")
         r = self.ctx.socket(zmq.ROUTER)
         r.linger = 500
         self.keys.server(r)
-        self.rmon = P.Monitor(r, bind, server=True)
-        r.bind(bind)
+        mon = P.Monitor(r, bind, server=True)
+        try:
+            r.bind(bind)
+        except zmq.ZMQError as e:
+            mon.close()
+            r.close(linger=0)
+            raise OSError(e.errno, f"cannot listen for agents on {bind}: {e.strerror}"
+                          ) from None
+        self.rmon = mon
         self.router = r
         self.dialin = DialIn(self, r.getsockopt(zmq.LAST_ENDPOINT).decode())
         self.poller.register(r, zmq.POLLIN)
@@ -303,6 +334,9 @@ class Hub:
         if kind == P.HELLO:
             if host.state == "connecting":
                 host._up(msg[1])
+                if host.state == "failed":      # refused in _up: let the agent go
+                    self.send(host, (P.BYE,))
+                    self._close_sock(host)
         elif kind == P.STARTED:
             h = host.procs.get(msg[1])
             if h is not None:
@@ -340,7 +374,9 @@ class Hub:
             self.by_ident[ident] = host
             self.hosts.append(host)
             host._up(info)
-            self.send(host, (P.HELLO, {"ip": None, "timeout": self.timeout}))
+            self.send(host, (P.HELLO, self._hello(None)))
+            if host.state == "failed":          # refused in _up: let the agent go
+                self.send(host, (P.BYE,))
             with self.dialin.cond:
                 self.dialin.hosts.append(host)
                 self.dialin.cond.notify_all()
@@ -441,6 +477,7 @@ class Hub:
             for h in self.hosts:
                 if h.state == "up":
                     self.send(h, (P.BYE,))
+                    h.state = "closed"      # its agent leaving now is no loss
         try:
             self.call(bye, timeout)
         except Exception:

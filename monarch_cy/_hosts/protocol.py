@@ -46,7 +46,7 @@ from monarch_cy._log import RateLimited
 __all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "EXIT", "ERROR",
            "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
            "log_refusal", "REFUSALS", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS",
-           "log"]
+           "log", "interface_ip", "is_loopback"]
 
 HELLO, SPAWN, KILL, HB, BYE, STARTED, EXIT, ERROR = (
     "hello", "spawn", "kill", "hb", "bye", "started", "exit", "error")
@@ -100,6 +100,36 @@ def local_ip_towards(host: str) -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect((ip, 9))
         return s.getsockname()[0]
+
+
+def interface_ip(name: str, what: str = "interface") -> str:
+    """The IPv4 address of network interface ``name`` on this machine; ``ValueError``
+    (naming ``what`` and ``name``, and the interfaces there are) when it does not
+    exist or has no IPv4 address."""
+    import fcntl
+    import struct
+    names = [n for _, n in socket.if_nameindex()]
+    if name not in names:
+        raise ValueError(f"{what}={name!r}: no such network interface on this machine "
+                         f"(it has {', '.join(names)})")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            req = struct.pack("256s", name.encode()[:15])
+            got = fcntl.ioctl(s.fileno(), 0x8915, req)      # SIOCGIFADDR
+        except OSError:
+            raise ValueError(f"{what}={name!r}: the interface has no IPv4 "
+                             "address") from None
+    return socket.inet_ntoa(got[20:24])
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is a loopback address; False for one
+    that does not resolve."""
+    import ipaddress
+    try:
+        return ipaddress.ip_address(resolve(host)).is_loopback
+    except ValueError:
+        return False
 
 
 def log_refusal(peer: str) -> None:
