@@ -172,6 +172,9 @@ class ActorHost:
         self.sock = sock
         is_async = False
         try:
+            from monarch_cy._actor import proc_setup
+            if proc_setup._GATE is not None:     # spawn_procs(bootstrap=...) runs first
+                proc_setup.hold_until_set_up(self.name, self.addr, self.owner)
             cls, args, kwargs = node.decode(*self._frames)
             self._frames = None
             eps, _ = endpoint_table(cls)

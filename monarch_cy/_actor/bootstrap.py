@@ -85,6 +85,12 @@ def worker_main(cfg: dict) -> None:
         from monarch_cy._actor import heartbeat, supervision
         import signal
         _pdeathsig(signal.SIGKILL)
+        if cfg.get("bind"):
+            from monarch_cy._actor.proc_bind import apply
+            apply(cfg["bind"])
+        if cfg.get("setup"):
+            from monarch_cy._actor import proc_setup
+            proc_setup.arm()
         parent = cfg.get("_parent")
         if (parent and os.getppid() != parent) or os.getppid() == 1:
             os._exit(1)                    # the parent died before prctl took effect

@@ -264,13 +264,19 @@ def arm_exit(handle: ProcHandle, callback) -> None:
         callback(handle.returncode)
 
 
-def start_proc(node, cfg: dict, env: dict) -> ProcHandle:
+def start_proc(node, cfg: dict, env: dict, command=None) -> ProcHandle:
     """Start one proc with config ``cfg`` (sent through a pipe) and environment
-    ``env``; ``handle._on_exit(code)`` is called in the pump when it exits."""
-    if _mode() == "exec":
+    ``env``; ``handle._on_exit(code)`` is called in the pump when it exits.
+    ``command``: a :class:`~.bootstrap_command.BootstrapCommand` whose program is
+    executed instead of this Python (its ``env`` is already in ``env``)."""
+    custom = command is not None and not command.is_default_program()
+    if custom or _mode() == "exec":
         h = ProcHandle()
+        argv = (command.argv() if custom else
+                [sys.executable, "-m", "monarch_cy._actor.bootstrap"])
+        program = command.program if custom else sys.executable
         popen = launch(lambda: subprocess.Popen(
-            [sys.executable, "-m", "monarch_cy._actor.bootstrap"], stdin=subprocess.PIPE,
+            argv, executable=program, stdin=subprocess.PIPE,
             env=_child_env(env), close_fds=True, start_new_session=True))
         popen.stdin.write(json.dumps(cfg).encode() + b"\n")
         popen.stdin.close()

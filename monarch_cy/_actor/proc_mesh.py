@@ -86,6 +86,7 @@ class _State:
         self.respawn_lock = threading.Lock()
         self.owner = None              # remote view (see .handles): the owner's address
         self.supervisor = None         # address of the actor that asked for these procs
+        self.setup = None              # spawn_procs(bootstrap=...)'s actor mesh or None
 
 
 class _MeshRecord:
@@ -172,6 +173,16 @@ class ProcMesh(MeshTrait):
                 ACTOR_HOME[addr] = (st, g)
         return ActorMesh(name, cls, eps, plain, addrs, keys,
                          Shape.dense(ext.labels, ext.sizes), st)
+
+    @property
+    def initialized(self) -> Future:
+        """A Future of ``True`` once ``spawn_procs(bootstrap=...)`` has run in every
+        proc (at once when there is none); it raises the setup's failure."""
+        setup = self._state.setup
+        if setup is None:
+            return Future._resolved(True)
+        from monarch_cy._actor.proc_setup import initialized
+        return initialized(setup)
 
     def logging_option(self, stream_to_client: bool = True,
                        aggregate_window_sec: float | None = None,
@@ -291,18 +302,33 @@ class HostMesh(MeshTrait):
         from monarch_cy._actor.handles import reduce_host_mesh
         return reduce_host_mesh(self)
 
-    def spawn_procs(self, per_host: dict | None = None, *, env: dict | None = None,
-                    name: str = "procs", restart=None,
+    def spawn_procs(self, per_host: dict | None = None, bootstrap=None,
+                    name: str = "procs", proc_bind=None, bootstrap_command=None, *,
+                    env: dict | None = None, restart=None,
                     heartbeat_timeout: float | None = None) -> ProcMesh:
         """Start ``prod(per_host.values())`` procs per host; returns at once.
 
-        Each proc gets ``MONARCH_CY_RANK``/``MONARCH_CY_WORLD_SIZE`` and, when
-        ``per_host`` has a ``gpus`` dimension, ``CUDA_VISIBLE_DEVICES`` and
-        ``HIP_VISIBLE_DEVICES`` naming the device its gpu coordinate indexes among
-        those this process was given (``CUDA_VISIBLE_DEVICES``, ``HIP_...``,
-        ``ROCR_...`` or SLURM's ``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``; see
-        :mod:`.visible_gpus`: asking for more than were given raises
-        ``ValueError``), plus ``env``.  Under
+        Monarch's parameters, in Monarch's order:
+
+        * ``bootstrap``: a callable (``def`` or ``async def``, no arguments) run in
+          every proc before any actor of it is constructed, again in each respawned
+          proc (see :mod:`.proc_setup`); ``ProcMesh.initialized`` waits for it;
+        * ``name``: the mesh's name in logs and errors;
+        * ``proc_bind``: one dict per proc of a host (``cpus``/``physcpubind``,
+          ``cpunodebind``, ``membind``; see :mod:`.proc_bind`);
+        * ``bootstrap_command``: a :class:`BootstrapCommand` or ``point ->
+          BootstrapCommand``: the program and extra environment of each proc (see
+          :mod:`.bootstrap_command`).
+
+        Each proc's environment (see :mod:`.proc_start` for the order): what this
+        process has plus ``env``; the torchrun variables (``RANK``, ``LOCAL_RANK``,
+        ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``, ...); with a ``gpus``
+        dimension, ``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES`` naming the
+        device its gpu coordinate indexes among those this process was given
+        (``CUDA_VISIBLE_DEVICES``, ``HIP_...``, ``ROCR_...`` or SLURM's
+        ``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``; see :mod:`.visible_gpus`: asking for
+        more than were given raises ``ValueError``); the command's ``env``; and
+        ``MONARCH_CY_RANK``/``MONARCH_CY_WORLD_SIZE``.  Under
         :mod:`monarch_cy.compat` the gpu coordinate is not pinned, as in Monarch
         (every proc sees the GPUs its parent sees), unless
         ``MONARCH_CY_PIN_GPUS=1``; ``MONARCH_CY_PIN_GPUS=0`` turns pinning off here.
@@ -315,9 +341,11 @@ class HostMesh(MeshTrait):
         if not node.is_controller and self._hosts is None:
             from monarch_cy._actor.handles import spawn_procs_remote
             return spawn_procs_remote(self, dict(
-                per_host=per_host, env=env, name=name, restart=restart,
+                per_host=per_host, bootstrap=bootstrap, name=name, proc_bind=proc_bind,
+                bootstrap_command=bootstrap_command, env=env, restart=restart,
                 heartbeat_timeout=heartbeat_timeout))
-        from monarch_cy._actor import heartbeat
+        from monarch_cy._actor import heartbeat, proc_bind as binding, proc_setup
+        from monarch_cy._actor.proc_start import ProcStarts
         from monarch_cy._actor.supervision import RestartPolicy
         if restart is not None and not isinstance(restart, RestartPolicy):
             raise TypeError(f"restart must be a RestartPolicy or None, not {restart!r}")
@@ -326,6 +354,8 @@ class HostMesh(MeshTrait):
         else:
             heartbeat_timeout = check_timeout("heartbeat_timeout", heartbeat_timeout,
                                               allow_zero=True)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty str, not {name!r}")
         per_host = dict(per_host or {})
         for k, v in per_host.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -333,6 +363,11 @@ class HostMesh(MeshTrait):
         if env is not None and not all(isinstance(k, str) and isinstance(v, str)
                                        for k, v in env.items()):
             raise TypeError(f"env must map str to str, not {env!r}")
+        setup = proc_setup.check(bootstrap)
+        per = 1
+        for v in per_host.values():
+            per *= v
+        binds = binding.check(proc_bind, per)
         pin = _pin_gpus()
         if pin and "gpus" in per_host and self._hosts is None:
             from monarch_cy._actor.visible_gpus import check_enough
@@ -340,44 +375,37 @@ class HostMesh(MeshTrait):
         labels = self._shape.labels + tuple(per_host)
         sizes = self._shape.sizes + tuple(per_host.values())
         ext = Extent(labels, sizes)
+        node = get_node()
+        cfg = {"secret": node.keys.secret.hex(), "controller": node.addr,
+               "controller_pid": os.getpid(), "rundir": node.rundir,
+               "sys_path": [p for p in sys.path if isinstance(p, str)],
+               "compat": _compat_installed(), "cc_addr": _cc_address(node),
+               "setup": setup is not None}
+        mid = _ctl.next_id()
+        starts = ProcStarts(node, ext, per, mesh_id=mid,
+                            inherited={**os.environ, **(env or {})}, user_env=dict(env or {}),
+                            pin=pin, remote=self._hosts, bootstrap_command=bootstrap_command,
+                            cfg=dict(cfg, mesh_id=mid),
+                            max_restarts=restart.max_restarts if restart else 0)
         remote = None
         if self._hosts is not None:   # one remote host per point; waits for their agents
             remote = self._hosts.resolve(self._shape.global_ranks())
         else:
             from monarch_cy._actor.launcher import prestart
             prestart()       # the zygote boots while this process sets up its node
-        node = get_node()
-        mid = _ctl.next_id()
         procs = []
         st = _State(mid, procs, str(name), restart)
         _ctl.STATES.append(st)
-        base_env = dict(os.environ)
-        base_env.update(env or {})
-        cfg = {"secret": node.keys.secret.hex(), "controller": node.addr,
-               "controller_pid": os.getpid(), "rundir": node.rundir, "mesh_id": mid,
-               "sys_path": [p for p in sys.path if isinstance(p, str)],
-               "compat": _compat_installed(), "cc_addr": _cc_address(node)}
-        from monarch_cy._actor.launcher import arm_exit, start_proc
-        per = ext.nelements // max(1, self._shape.extent.nelements)
+        from monarch_cy._actor.launcher import arm_exit
         for r in range(ext.nelements):
-            point = Point(r, ext)
-            extra = {"MONARCH_CY_RANK": str(r), "MONARCH_CY_WORLD_SIZE": str(ext.nelements)}
-            if "gpus" in point and pin:
-                if remote is None:
-                    from monarch_cy._actor.visible_gpus import assignment
-                    extra.update(assignment(base_env, point["gpus"]))
-                else:                 # the agent maps it onto the GPUs it was given
-                    extra["MONARCH_CY_GPU_COORD"] = str(point["gpus"])
             if remote is not None:    # the host's agent merges env into its own
                 host = remote[r // per]
                 key, daddr = host.proc_addrs()
-                starter = (lambda host=host, c=dict(cfg, addr=key, daddr=daddr, proc_rank=r),
-                           e={**(env or {}), **extra}: host.start_proc(node, c, e))
+                starter = starts.starter(r, key, daddr, host, binds[r % per])
             else:
                 key = _ctl.alloc_addr(node, f"p{mid}.{r}")
                 daddr = _ctl.alloc_addr(node, f"p{mid}.{r}d")
-                starter = (lambda c=dict(cfg, addr=key, daddr=daddr, proc_rank=r),
-                           e={**base_env, **extra}: start_proc(node, c, e))
+                starter = starts.starter(r, key, daddr, None, binds[r % per])
             p = _Proc(r, key, starter(), st, starter, daddr)
             p.remote = remote is not None
             procs.append(p)
@@ -385,7 +413,10 @@ class HostMesh(MeshTrait):
             node.call_in_pump(lambda p=p: arm_exit(
                 p.popen, lambda code: _on_exit(node, p, code)))   # an early exit too
         heartbeat.start(node, st, heartbeat_timeout, lambda p, cause: _silent(node, p, cause))
-        return ProcMesh(procs, Shape.dense(labels, sizes), st)
+        pm = ProcMesh(procs, Shape.dense(labels, sizes), st)
+        if setup is not None:
+            st.setup = proc_setup.start(pm, setup)
+        return pm
 
     def __repr__(self):
         return f"<HostMesh {self.sizes!r}>"

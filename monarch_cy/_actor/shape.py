@@ -328,6 +328,11 @@ class MeshTrait:
         return self._shape.extent
 
     @property
+    def _labels(self) -> tuple:
+        """The dimension names (Monarch's examples read ``mesh._labels``)."""
+        return tuple(self._shape.labels)
+
+    @property
     def sizes(self) -> dict:
         return dict(zip(self._shape.labels, self._shape.sizes))
 

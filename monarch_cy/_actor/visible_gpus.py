@@ -58,7 +58,10 @@ def check_enough(environ, count: int, where: str = "this process") -> None:
 
 
 def assignment(environ, g: int) -> dict:
-    """The variables to set for the proc at ``gpus`` coordinate ``g``."""
+    """The variables to set for the proc at ``gpus`` coordinate ``g``, with
+    ``MONARCH_CY_GPU_UNPINNED``: what the two device variables were before (JSON,
+    null for unset), for :mod:`monarch_cy.spmd` to restore."""
+    import json
     src = given(environ)
     if src is None:
         value = str(g)
@@ -68,4 +71,6 @@ def assignment(environ, g: int) -> dict:
             raise ValueError(f"gpus coordinate {g} is out of the {len(devices)} GPUs "
                              f"given by {var}={environ.get(var)!r}")
         value = str(g) if var == "ROCR_VISIBLE_DEVICES" else devices[g]
-    return {"CUDA_VISIBLE_DEVICES": value, "HIP_VISIBLE_DEVICES": value}
+    before = {v: environ.get(v) for v in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")}
+    return {"CUDA_VISIBLE_DEVICES": value, "HIP_VISIBLE_DEVICES": value,
+            "MONARCH_CY_GPU_UNPINNED": json.dumps(before)}

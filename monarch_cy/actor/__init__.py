@@ -6,6 +6,7 @@ this module is cheap: it imports neither zmq, asyncio nor torch.
 
 from monarch_cy._actor.actor import (Actor, ActorMesh, Context, context, current_actor_name,
                                      current_rank, current_size)
+from monarch_cy._actor.bootstrap_command import BootstrapCommand, default_bootstrap_cmd
 from monarch_cy._actor.concurrent import concurrent_endpoint
 from monarch_cy._actor.controllers import get_or_spawn_controller
 from monarch_cy._actor.endpoint import Accumulator, Endpoint, endpoint, send
@@ -24,6 +25,7 @@ __all__ = [
     "Accumulator",
     "Actor",
     "ActorError",
+    "BootstrapCommand",
     "ActorMesh",
     "Channel",
     "Context",
@@ -47,6 +49,7 @@ __all__ = [
     "current_actor_name",
     "current_rank",
     "current_size",
+    "default_bootstrap_cmd",
     "endpoint",
     "get_or_spawn_controller",
     "send",

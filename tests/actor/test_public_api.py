@@ -10,7 +10,7 @@ EXPECTED = {
     "current_rank", "current_size", "endpoint", "this_host", "this_proc",
     "MeshFailure", "RestartPolicy", "unhandled_fault_hook", "attach_to_workers",
     "concurrent_endpoint", "current_actor_name", "get_or_spawn_controller", "send",
-    "shutdown_context",
+    "shutdown_context", "BootstrapCommand", "default_bootstrap_cmd",
 }
 
 

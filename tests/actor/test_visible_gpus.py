@@ -21,8 +21,12 @@ from monarch_cy.actor import this_host
     ({"SLURM_JOB_GPUS": ""}, 2, "2"),                  # empty SLURM list: not a source
 ])
 def test_assignment(environ, g, expected):
-    assert vg.assignment(environ, g) == {"CUDA_VISIBLE_DEVICES": expected,
-                                         "HIP_VISIBLE_DEVICES": expected}
+    import json
+    got = vg.assignment(environ, g)
+    before = json.loads(got.pop("MONARCH_CY_GPU_UNPINNED"))
+    assert got == {"CUDA_VISIBLE_DEVICES": expected, "HIP_VISIBLE_DEVICES": expected}
+    assert before == {v: environ.get(v) for v in ("CUDA_VISIBLE_DEVICES",
+                                                  "HIP_VISIBLE_DEVICES")}
 
 
 def test_asking_for_more_than_given_names_the_variable():
