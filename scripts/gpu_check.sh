@@ -24,7 +24,7 @@ echo "== default build"
 "$PY" -m monarch_cy._cli info | tee "$OUT/info.txt"
 echo "== GPU tests"
 # GPU tests carry the `gpu` marker and live beside the tests of their module.
-"$PY" -m pytest ${GPU_TESTS:--m gpu tests/gpu tests/actor tests/collectives tests/rdma_buffer tests/compat} -v \
+"$PY" -m pytest ${GPU_TESTS:--m gpu tests/gpu tests/actor tests/collectives tests/rdma_buffer tests/compat tests/spmd} -v \
     -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 "$PY" -m pytest tests/test_package.py -q -p no:cacheprovider 2>&1 | tee -a "$OUT/gpu-tests.log" | tail -3

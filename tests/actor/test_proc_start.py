@@ -190,3 +190,25 @@ def test_proc_bind_pins_each_proc():
         assert list(pm.spawn("env", Env).affinity.call().get(30).values()) == [[first], [last]]
     finally:
         pm.stop().get(10)
+
+
+class Torch(Actor):
+    @endpoint
+    def devices(self):
+        import torch
+        return torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+@pytest.mark.gpu
+def test_bootstrap_command_device_list_on_a_gpu():
+    """On a real GPU: the pinned default shows one device; a command's own
+    CUDA_VISIBLE_DEVICES wins (empty: none)."""
+    def cmd(point):
+        return default_bootstrap_cmd().with_env(
+            {"CUDA_VISIBLE_DEVICES": "" if point["gpus"] == 1 else "0"})
+    pm = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap_command=cmd,
+                                 env={"CUDA_VISIBLE_DEVICES": "0,0"})
+    try:
+        assert list(pm.spawn("t", Torch).devices.call().get(120).values()) == [(1, "0"), (0, "")]
+    finally:
+        pm.stop().get(10)
