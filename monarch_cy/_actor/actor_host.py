@@ -37,6 +37,7 @@ from monarch_cy._transport.cork import MAX_BURST
 from monarch_cy._transport.protocol import pack_call, unpack_call
 from monarch_cy._actor.actor import (BUILTIN, ActorInstance, _message, _set_current,
                                      endpoint_table)
+from monarch_cy._actor import proc_setup
 from monarch_cy._actor.errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._log import logger
 from monarch_cy._actor.ports import Port
@@ -45,6 +46,10 @@ from monarch_cy._actor.shape import Extent, Point
 __all__ = ["handle_spawn", "ActorHost", "HOSTS", "post_to", "stop_hosts"]
 
 HOSTS = {}          # actor address -> ActorHost, in this process
+# Unpickling a spawn's class and arguments imports their modules: one actor thread
+# at a time, since importing one package (torch) from several threads at once fails
+# ("partially initialized module", "already defined").  __init__ itself is not held.
+_DECODE_LOCK = threading.Lock()
 
 
 def handle_spawn(node, hdr, data, extras) -> None:
@@ -172,10 +177,10 @@ class ActorHost:
         self.sock = sock
         is_async = False
         try:
-            from monarch_cy._actor import proc_setup
             if proc_setup._GATE is not None:     # spawn_procs(bootstrap=...) runs first
                 proc_setup.hold_until_set_up(self.name, self.addr, self.owner)
-            cls, args, kwargs = node.decode(*self._frames)
+            with _DECODE_LOCK:
+                cls, args, kwargs = node.decode(*self._frames)
             self._frames = None
             eps, _ = endpoint_table(cls)
             for ep_name, (explicit, asy) in eps.items():

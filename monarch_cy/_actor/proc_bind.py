@@ -22,9 +22,7 @@ and the failure is reported through supervision.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 
 __all__ = ["KEYS", "check", "parse_list", "apply"]
 
@@ -88,6 +86,8 @@ def _node_cpus(nodes: list[int]) -> list[int]:
 
 
 def _set_mempolicy(nodes: list[int]) -> None:
+    import ctypes
+    import platform
     nr = _SYS_SET_MEMPOLICY.get(platform.machine())
     if nr is None:
         raise OSError(f"membind is not supported on {platform.machine()}")

@@ -17,8 +17,6 @@ proc fails in ``__init__`` with an error naming the setup's exception.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import threading
 
 from monarch_cy._actor.actor import Actor
@@ -74,10 +72,13 @@ def hold_until_set_up(name: str, addr: str, owner) -> None:
 
 class _SetupActor(Actor):
     def __init__(self, fn) -> None:
+        import inspect
         gate = _GATE
         try:
             result = fn()
             if inspect.isawaitable(result):
+                import asyncio
+
                 async def wait():
                     return await result
                 asyncio.run(wait())
