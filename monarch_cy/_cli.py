@@ -138,6 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"monarch-cy {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``monarch-cy info | head``): no traceback, and no
+        # second error when Python flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        print(f"monarch-cy {args.command}: standard output was closed", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

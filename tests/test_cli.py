@@ -342,3 +342,19 @@ def test_info_json_on_the_command_line():
     assert rep["schema"] == 1 and rep["monarch_cy"] == monarch_cy.__version__
     top = {k for k in _documented() if "." not in k}
     assert set(rep) == top
+
+
+def test_a_closed_stdout_is_no_traceback_and_python_m_works():
+    import os
+    import subprocess
+    import sys
+    r, w = os.pipe()
+    os.close(r)                  # the reader is gone before anything is written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "monarch_cy", "info"], stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "monarch-cy info: standard output was closed" in proc.stderr
