@@ -13,11 +13,9 @@ documents every key; tests/test_cli.py checks the documentation and the output a
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import platform as _pyplatform
 import sys
-from pathlib import Path
 from typing import Any
 
 from monarch_cy import __version__, _runtime
@@ -25,7 +23,7 @@ from monarch_cy import __version__, _runtime
 SCHEMA = 1
 """Version of the report's shape (the ``schema`` key)."""
 
-_NCCL_SONAMES = {"cuda": ("libnccl.so.2",), "rocm": ("librccl.so.1",)}
+_NCCL_PLATFORMS = ("cuda", "rocm")
 
 
 def _device_entry(ordinal: int, p) -> dict[str, Any]:
@@ -78,29 +76,26 @@ def _gpu_report() -> dict[str, Any]:
 
 
 def _nccl_report(platform: str | None) -> dict[str, Any]:
-    """Whether NCCL (CUDA) or RCCL (ROCm) can be loaded, and its version."""
-    plats = [platform] if platform in _NCCL_SONAMES else list(_NCCL_SONAMES)
+    """Whether NCCL (CUDA) or RCCL (ROCm) can be loaded, and its version: the places
+    the NCCL loader would search, in its order (``MONARCH_CY_NCCL_LIBRARY`` first and
+    alone), opened but not bound."""
+    from monarch_cy._collectives import _nccl_loader
     tried = []
-    for plat in plats:
-        places = list(_NCCL_SONAMES[plat])
-        for site in [Path(p) for p in sys.path if p and os.path.isdir(p)]:
-            places += sorted(glob.glob(str(site / "torch" / "lib" / ("librccl.so*" if plat == "rocm" else "libnccl.so*"))))
-            if plat == "cuda":
-                places += sorted(glob.glob(str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")))
-        for place in places:
-            try:
-                lib = ctypes.CDLL(place)
-                v = ctypes.c_int(0)
-                if lib.ncclGetVersion(ctypes.byref(v)) != 0:
-                    raise OSError("ncclGetVersion failed")
-            except (OSError, AttributeError) as e:
-                tried.append(f"{place}: {e}")
-                continue
-            code = v.value
-            major, minor, patch = (code // 10000, code // 100 % 100, code % 100) if code >= 10000 else (
-                code // 1000, code // 100 % 10, code % 100)
-            return {"available": True, "library": "RCCL" if plat == "rocm" else "NCCL",
-                    "path": place, "version": f"{major}.{minor}.{patch}", "tried": tried}
+    for c in _nccl_loader.candidates():
+        if platform in _NCCL_PLATFORMS and c.platform not in (platform, "auto"):
+            continue
+        try:
+            lib = ctypes.CDLL(c.location)
+            v = ctypes.c_int(0)
+            if lib.ncclGetVersion(ctypes.byref(v)) != 0:
+                raise OSError("ncclGetVersion failed")
+        except (OSError, AttributeError) as e:
+            tried.append(f"{c.location}: {e}")
+            continue
+        major, minor, patch = _nccl_loader.version_tuple(v.value)
+        rccl = c.platform == "rocm" or (c.platform == "auto" and "rccl" in c.location)
+        return {"available": True, "library": "RCCL" if rccl else "NCCL",
+                "path": c.location, "version": f"{major}.{minor}.{patch}", "tried": tried}
     return {"available": False, "library": None, "path": None, "version": None, "tried": tried}
 
 

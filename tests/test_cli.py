@@ -358,3 +358,11 @@ def test_a_closed_stdout_is_no_traceback_and_python_m_works():
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "monarch-cy info: standard output was closed" in proc.stderr
+
+
+def test_info_probes_nccl_where_the_loader_would(monkeypatch, tmp_path):
+    from monarch_cy import _info
+    missing = str(tmp_path / "libnccl.so.2")
+    monkeypatch.setenv("MONARCH_CY_NCCL_LIBRARY", missing)
+    r = _info._nccl_report(None)
+    assert r["available"] is False and r["tried"] and r["tried"][0].startswith(missing)
