@@ -201,6 +201,12 @@ def _destroy_leftover_group() -> None:
         pass
 
 
+def _check_pair(master_addr, master_port) -> None:
+    if (master_addr is None) != (master_port is None):
+        raise ValueError("give both master_addr and master_port, or neither; got "
+                         f"master_addr={master_addr!r}, master_port={master_port!r}")
+
+
 def _first(proc_mesh, am):
     return am.slice(**dict.fromkeys(proc_mesh._labels, 0))
 
@@ -211,9 +217,7 @@ def setup_torch_elastic_env(proc_mesh, master_addr: str | None = None,
     """Set torchrun's variables in every proc of ``proc_mesh`` (blocking).  Without
     ``master_addr``/``master_port`` (give both or neither), the first proc's host
     and a free port there are used."""
-    if (master_addr is None) != (master_port is None):
-        raise ValueError("give both master_addr and master_port, or neither; got "
-                         f"master_addr={master_addr!r}, master_port={master_port!r}")
+    _check_pair(master_addr, master_port)
     am = proc_mesh.spawn("_SPMDActor", SPMDActor)
     if master_addr is None:
         master_addr, master_port = _first(proc_mesh, am).get_host_port.call_one(
@@ -226,9 +230,7 @@ async def setup_torch_elastic_env_async(proc_mesh, master_addr: str | None = Non
                                         master_port: int | None = None,
                                         use_ipaddr: AddrType | None = None) -> None:
     """:func:`setup_torch_elastic_env`, awaitable."""
-    if (master_addr is None) != (master_port is None):
-        raise ValueError("give both master_addr and master_port, or neither; got "
-                         f"master_addr={master_addr!r}, master_port={master_port!r}")
+    _check_pair(master_addr, master_port)
     am = proc_mesh.spawn("_SPMDActor", SPMDActor)
     if master_addr is None:
         master_addr, master_port = await _first(proc_mesh, am).get_host_port.call_one(

@@ -375,7 +375,6 @@ class HostMesh(MeshTrait):
         labels = self._shape.labels + tuple(per_host)
         sizes = self._shape.sizes + tuple(per_host.values())
         ext = Extent(labels, sizes)
-        node = get_node()
         cfg = {"secret": node.keys.secret.hex(), "controller": node.addr,
                "controller_pid": os.getpid(), "rundir": node.rundir,
                "sys_path": [p for p in sys.path if isinstance(p, str)],
