@@ -266,6 +266,12 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "Bound on booting the soft-RoCE guest."),
     _V("MONARCH_CY_RDMA_GUEST_CACHE", "text", "/var/tmp/monarch_cy-rdma-guest", TESTS,
        "Where the soft-RoCE guest's image is kept."),
+    _V("MONARCH_CY_VENDOR_WHEELS", "choice", "1", TESTS,
+       "The ABI proofs that install vendor wheels (hip-python per ROCm release, CUDA "
+       "header wheels): `0` skips them, `require` turns a failed download into a failure.",
+       choices=("0", "1", "require"), noun="a mode"),
+    _V("MONARCH_CY_VENDOR_WHEEL_CACHE", "text", "/var/tmp/monarch_cy-vendor-wheels", TESTS,
+       "Where the ABI proofs keep the vendor wheels they install (one folder per release)."),
     _V("MONARCH_CY_BENCH_JSON", "text", None, TESTS,
        "Benchmarks also write their rows as JSON to this file."),
 ]}

@@ -26,6 +26,7 @@ __all__ = [
     "OutOfMemoryError",
     "NoDeviceError",
     "GpuRuntimeUnavailable",
+    "UnprovenRuntimeWarning",
     "ResourceClosedError",
     "VerbsError",
     "VerbsUnavailable",
@@ -90,6 +91,16 @@ class OutOfMemoryError(GpuRuntimeError, MemoryError):
 
 class NoDeviceError(GpuRuntimeError):
     """The runtime loaded, but it sees no usable device (no GPU, or no driver)."""
+
+
+class UnprovenRuntimeWarning(UserWarning):
+    """The bound GPU runtime is a release CI has not proven the shim's tables against.
+
+    It still binds, with the table of its release line (the vendors keep these
+    values stable within a major release); the message names the runtime's
+    version, the table and the nearest release that is proven.  Emitted once
+    per process, when the runtime is bound.
+    """
 
 
 class GpuRuntimeUnavailable(MonarchCyError, RuntimeError):

@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from monarch_cy import __version__, _runtime
+from monarch_cy._platform_tables import proof_statement
 
 SCHEMA = 1
 """Version of the report's shape (the ``schema`` key)."""
@@ -42,7 +43,8 @@ def _device_entry(ordinal: int, p) -> dict[str, Any]:
 def _gpu_report() -> dict[str, Any]:
     out: dict[str, Any] = {
         "requested": None, "bound": False, "error": None, "platform": None, "library": None,
-        "found_via": None, "runtime_version": None, "table": None, "driver_version": None,
+        "found_via": None, "runtime_version": None, "table": None, "table_proof": None,
+        "driver_version": None,
         "driver_error": None, "devices": [], "devices_error": None,
     }
     try:
@@ -61,6 +63,7 @@ def _gpu_report() -> dict[str, Any]:
         found_via=binding.source,
         runtime_version=binding.version_text,
         table=binding.table.name,
+        table_proof=proof_statement(binding.platform, binding.version),
     )
     try:
         out["driver_version"] = rt.driverGetVersion()
@@ -137,6 +140,7 @@ def format_report(r: dict[str, Any]) -> str:
     else:
         lines.append(f"platform:     {g['platform']}  (requested: {g['requested']})")
         lines.append(f"GPU runtime:  {g['library']}  [{g['found_via']}], version {g['runtime_version']}, table {g['table']}")
+        lines.append(f"ABI tables:   {g['table_proof']}")
         if g["driver_version"] is None:
             lines.append(f"driver:       unavailable ({g['driver_error']})")
         else:

@@ -36,12 +36,13 @@ import glob
 import os
 import re
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 from monarch_cy import _config, _loader
 from monarch_cy._loader import Candidate, unique_candidates
-from monarch_cy._errors import GpuRuntimeUnavailable
-from monarch_cy._platform_tables import PlatformTable, table_for
+from monarch_cy._errors import GpuRuntimeUnavailable, UnprovenRuntimeWarning
+from monarch_cy._platform_tables import PlatformTable, proof_gap, table_for
 
 __all__ = [
     "ENV_PLATFORM",
@@ -78,6 +79,11 @@ class RuntimeBinding:
     table: PlatformTable
     symbols: dict[str, str] = field(default_factory=dict)
     tried: tuple[str, ...] = ()
+
+    @property
+    def proof_gap(self) -> str | None:
+        """Why the table is not proven for this runtime's release, or None when it is."""
+        return proof_gap(self.platform, self.version)
 
     @property
     def version_text(self) -> str:
@@ -120,6 +126,8 @@ def ensure_bound() -> RuntimeBinding:
 
     Raises ``GpuRuntimeUnavailable`` (listing every place tried) when none
     binds, and ``ValueError`` for an unknown ``MONARCH_CY_GPU_PLATFORM``.
+    A runtime whose release CI has not proven the tables against binds with an
+    :class:`~monarch_cy._errors.UnprovenRuntimeWarning` (once per binding).
     """
     global _binding
     b = _binding
@@ -128,6 +136,9 @@ def ensure_bound() -> RuntimeBinding:
     with _lock:
         if _binding is None:
             _binding = _search_and_bind()
+            gap = _binding.proof_gap
+            if gap is not None:
+                warnings.warn(gap, UnprovenRuntimeWarning, stacklevel=2)
         return _binding
 
 

@@ -352,6 +352,38 @@ def test_cuda12_runtime_gets_the_cuda12_table(fake_cudart):
                    "props": "Fake CUDA Device 0"}
 
 
+@pytest.mark.parametrize("version,table,warns", [
+    ("12090", "cuda12", None),                 # 12.9: a proven release
+    ("13030", "cuda13", None),                 # 13.3: between 13.0 and 13.5, both proven
+    ("14000", "cuda13", "CUDA 14.0 (runtime version 14000) is newer than every release "
+                        "the cuda13 table is proven against"),
+])
+def test_unproven_runtime_binds_with_a_warning_naming_the_newest_proven(fake_cudart, version,
+                                                                         table, warns):
+    """A runtime outside its table's proven span binds with that table and warns once
+    (UnprovenRuntimeWarning naming the newest proven release); a proven one is silent."""
+    out = fake_cudart.run(
+        """
+        import warnings
+        from monarch_cy.errors import UnprovenRuntimeWarning
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            b = rt.ensure_bound()
+            rt.ensure_bound()
+        emit({"table": b.table.name, "gap": b.proof_gap,
+              "warnings": [(w.category.__name__, str(w.message)) for w in seen]})
+        """,
+        FAKE_CUDART_VERSION=version,
+    )
+    assert out["table"] == table
+    if warns is None:
+        assert out["gap"] is None and out["warnings"] == []
+    else:
+        assert out["warnings"] == [["UnprovenRuntimeWarning", out["gap"]]]  # JSON: lists
+        assert out["gap"].startswith(warns)
+        assert "CUDA 13.5 (proven in CI against nvidia-cuda-runtime 13.5.37)" in out["gap"]
+
+
 def test_reset_then_rebind_searches_again(fake_cudart):
     """reset() forgets the binding; the next ensure_bound() binds anew and calls work."""
     out = fake_cudart.run(

@@ -1,9 +1,11 @@
 """Proof of ``mcy_cuda_names.h`` and ``_platform_tables.py`` against the real vendor headers.
 
-For each platform whose real headers are found (CUDA 13: ``$CUDA_HOME``,
-``/usr/local/cuda`` or the ``nvidia-cuda-runtime`` + ``nvidia-cuda-crt`` wheels
-in this interpreter; HIP: ``$ROCM_PATH``, ``/opt/rocm`` or Debian's
-``libamdhip64-dev``), with ``gcc -Werror``:
+For every CUDA release a table claims as a proof (12.0, 12.9, 13.0, 13.5: the
+``nvidia-cuda-runtime`` header wheels, installed once into a throwaway folder by
+``tests/_vendor_wheels.py``), the machine's own CUDA 12/13 toolkit
+(``$CUDA_HOME``, ``/usr/local/cuda``) and HIP headers (``$ROCM_PATH``,
+``/opt/rocm``, Debian's ``libamdhip64-dev`` 5.2, the ``hip5`` proof), with
+``gcc -Werror`` (ROCm 6 and 7: ``tests/test_hip_python_proof.py``):
 
 (a) ``proto_check.c`` compiles in vendor mode: every function-pointer type in
     the X-macro list equals the vendor's prototype, and every MCY_* shared
@@ -13,8 +15,10 @@ in this interpreter; HIP: ``$ROCM_PATH``, ``/opt/rocm`` or Debian's
     corrupted copy still compiles in default mode: the check bites;
 (c) ``layout_dump.c`` prints every value the matching ``PlatformTable``
     declares (attribute numbers, IPC lazy flag, struct sizes, field offsets and
-    widths, memory-type numbering, no-device statuses, versioned symbol names),
-    compared field by field with ``CUDA13`` / ``HIP5``;
+    widths, memory-type numbering, no-device statuses, versioned symbol names,
+    optional driver functions), compared field by field with the table
+    ``table_for`` picks for the headers' version -- for a proof's headers, the
+    claiming table;
 (d) ``abi_dump.c`` prints the same sizes and function list in default mode (what
     the shim is built with) as in vendor mode.
 
@@ -25,16 +29,19 @@ vendor header, the header's function list must equal the compiled extension's
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+import _alias_headers
+import _vendor_wheels
 
 from monarch_cy import _platform_tables as tables
 
@@ -42,12 +49,6 @@ ROOT = Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "monarch_cy" / "include"
 HEADER = INCLUDE / "mcy_cuda_names.h"
 SRC = Path(__file__).resolve().parent / "vendor_headers"
-
-CUDA_INSTALL = (
-    "install a CUDA 13 toolkit and set CUDA_HOME, or run "
-    f"`{sys.executable} -m pip install nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88`"
-)
-HIP_INSTALL = "run `apt-get install libamdhip64-dev` (Debian), or install ROCm and set ROCM_PATH"
 
 # What each vendor memory type means in our vocabulary (MEMORY_TYPES); the
 # numbers themselves come from the headers.
@@ -87,34 +88,62 @@ DIRECT_FIELDS = [
 ]
 
 
-def _cuda_dirs() -> tuple[list[tuple[str, Path]], str]:
-    """(label, include dir) of every distinct CUDA 13 header set, and why none if empty."""
-    found: list[tuple[str, Path]] = []
-    for env in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(env):
-            found.append((f"${env}", Path(os.environ[env]) / "include"))
-    found.append(("/usr/local/cuda", Path("/usr/local/cuda/include")))
-    spec = importlib.util.find_spec("nvidia")
-    for loc in (spec.submodule_search_locations or []) if spec else []:
-        found.append(("wheel", Path(loc) / "cu13" / "include"))
-    out, seen, why = [], set(), "no cuda_runtime_api.h found"
+# The header wheels of each CUDA release a table claims as a proof (see
+# _platform_tables.Proof): requirements, then include folders (the first with -I,
+# the rest with -idirafter: CUDA 12 keeps crt/host_defines.h in the nvcc wheel).
+CUDA_WHEELS = {
+    "13.0.96": (["nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88"], ["nvidia/cu13/include"]),
+    "13.5.37": (["nvidia-cuda-runtime==13.5.37", "nvidia-cuda-crt==13.5.37"], ["nvidia/cu13/include"]),
+    "12.0.146": (["nvidia-cuda-runtime-cu12==12.0.146", "nvidia-cuda-nvcc-cu12==12.0.140"],
+                 ["nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"]),
+    "12.9.79": (["nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cuda-nvcc-cu12==12.9.86"],
+                ["nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"]),
+}
+CUDA_KEEP = ("nvidia/cu13/include/**/*", "nvidia/cuda_runtime/include/**/*",
+             "nvidia/cuda_nvcc/include/crt/*")
+
+
+@dataclass(frozen=True)
+class HeaderSet:
+    """One vendor release's headers: from a proof's wheels (installed on first use) or the machine."""
+
+    platform: str
+    label: str
+    proof: tables.Proof | None = None
+    table: tables.PlatformTable | None = None
+    system_dir: Path | None = None
+
+    def dirs(self) -> list[Path]:
+        if self.system_dir is not None:
+            return [self.system_dir]
+        reqs, incs = CUDA_WHEELS[self.proof.version]
+        root = _vendor_wheels.installed(f"cuda-headers-{self.proof.version}", reqs, CUDA_KEEP)
+        return [root / i for i in incs]
+
+    def flags(self) -> list[str]:
+        macros = ["-DMCY_VENDOR_CUDA"] if self.platform == "cuda" else [
+            "-DMCY_VENDOR_HIP", "-D__HIP_PLATFORM_AMD__"]
+        first, *rest = self.dirs()
+        return macros + ["-I", str(first)] + [f for d in rest for f in ("-idirafter", str(d))]
+
+
+def _system_cuda() -> list[HeaderSet]:
+    """The machine's own CUDA 12/13 toolkit headers, if any (compared by their version)."""
+    found = [(f"${e}", Path(os.environ[e]) / "include") for e in ("CUDA_HOME", "CUDA_PATH")
+             if os.environ.get(e)] + [("/usr/local/cuda", Path("/usr/local/cuda/include"))]
+    out, seen = [], set()
     for label, d in found:
         api = d / "cuda_runtime_api.h"
-        if not api.is_file() or d.resolve() in seen:
-            continue
-        if not (d / "crt" / "host_defines.h").is_file():
-            why = f"{d} lacks crt/host_defines.h (the nvidia-cuda-crt wheel)"
+        if not api.is_file() or not (d / "crt" / "host_defines.h").is_file() or d.resolve() in seen:
             continue
         m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", api.read_text(errors="replace"))
-        if not m or int(m.group(1)) // 1000 != 13:
-            why = f"{d} holds CUDA {m.group(1) if m else '?'} headers, not CUDA 13"
-            continue
-        seen.add(d.resolve())
-        out.append((label, d))
-    return out, why
+        if m and int(m.group(1)) // 1000 in (12, 13):
+            seen.add(d.resolve())
+            out.append(HeaderSet("cuda", label, system_dir=d))
+    return out
 
 
-def _hip_dirs() -> tuple[list[tuple[str, Path]], str]:
+def _system_hip() -> list[HeaderSet]:
     found = []
     if os.environ.get("ROCM_PATH"):
         found.append(("$ROCM_PATH", Path(os.environ["ROCM_PATH"]) / "include"))
@@ -123,28 +152,23 @@ def _hip_dirs() -> tuple[list[tuple[str, Path]], str]:
     for label, d in found:
         if (d / "hip" / "hip_runtime_api.h").is_file() and d.resolve() not in seen:
             seen.add(d.resolve())
-            out.append((label, d))
-    return out, "no hip/hip_runtime_api.h found"
+            out.append(HeaderSet("rocm", label, system_dir=d))
+    return out
 
 
 def _targets():
     params = []
-    for plat, (dirs, why), install in (
-        ("cuda", _cuda_dirs(), CUDA_INSTALL),
-        ("rocm", _hip_dirs(), HIP_INSTALL),
-    ):
-        for label, d in dirs:
-            params.append(pytest.param(plat, d, id=f"{plat}-{label.strip('$/').replace('/', '-')}"))
-        if not dirs:
-            params.append(pytest.param(plat, None, id=plat,
-                                       marks=pytest.mark.skip(reason=f"{why}: {install}")))
+    for t in tables.TABLES:
+        for p in t.proofs:
+            if p.tool.startswith("nvidia-cuda-runtime"):
+                params.append(pytest.param(HeaderSet("cuda", str(p), p, t), id=f"cuda-{p.version}"))
+    params += [pytest.param(h, id=f"cuda-{h.label.strip('$/').replace('/', '-')}") for h in _system_cuda()]
+    hip = _system_hip()
+    params += [pytest.param(h, id=f"rocm-{h.label.strip('$/').replace('/', '-')}") for h in hip]
+    if not hip:
+        params.append(pytest.param(None, id="rocm", marks=pytest.mark.skip(
+            reason=f"no hip/hip_runtime_api.h found: {HIP_INSTALL}")))
     return params
-
-
-def _vendor_flags(platform: str, incdir: Path) -> list[str]:
-    macros = ["-DMCY_VENDOR_CUDA"] if platform == "cuda" else [
-        "-DMCY_VENDOR_HIP", "-D__HIP_PLATFORM_AMD__"]
-    return macros + ["-I", str(incdir)]
 
 
 def _cc() -> str:
@@ -178,14 +202,14 @@ def _mutated_include(tmp: Path, old: str, new: str) -> Path:
     return d
 
 
-@pytest.mark.parametrize("platform,incdir", _targets())
-def test_prototypes_and_shared_constants_match(platform, incdir, tmp_path):
+@pytest.mark.parametrize("headers", _targets())
+def test_prototypes_and_shared_constants_match(headers, tmp_path):
     """(a) Every X-macro prototype and MCY_* constant equals the vendor's (gcc -Werror)."""
-    r, _ = _compile(tmp_path, "proto_check.c", _vendor_flags(platform, incdir), link=False)
+    r, _ = _compile(tmp_path, "proto_check.c", headers.flags(), link=False)
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("platform,incdir", _targets())
+@pytest.mark.parametrize("headers", _targets())
 @pytest.mark.parametrize("old,new,message", [
     ("X(Malloc, hipMalloc, cudaError_t, (void **devPtr, size_t size))",
      "X(Malloc, hipMalloc, cudaError_t, (void **devPtr, int size))",
@@ -193,29 +217,33 @@ def test_prototypes_and_shared_constants_match(platform, incdir, tmp_path):
     ("#define MCY_ERROR_NOT_READY 600", "#define MCY_ERROR_NOT_READY 601",
      "MCY_ERROR_NOT_READY differs from the vendor"),
 ], ids=["wrong-prototype", "wrong-constant"])
-def test_corrupted_header_fails_to_compile(platform, incdir, old, new, message, tmp_path):
+def test_corrupted_header_fails_to_compile(headers, old, new, message, tmp_path):
     """(b) Negative control: one corrupted entry makes the vendor-mode compile fail."""
     mutated = _mutated_include(tmp_path, old, new)
     r, _ = _compile(tmp_path, "proto_check.c", [], include=mutated, link=False)
     assert r.returncode == 0, f"the corruption itself is not valid C:\n{r.stderr}"
-    r, _ = _compile(tmp_path, "proto_check.c", _vendor_flags(platform, incdir),
+    r, _ = _compile(tmp_path, "proto_check.c", headers.flags(),
                     include=mutated, link=False)
     assert r.returncode != 0, "a wrong declaration compiled against the real headers"
-    expect = message.format(Malloc="cudaMalloc" if platform == "cuda" else "hipMalloc")
+    expect = message.format(Malloc="cudaMalloc" if headers.platform == "cuda" else "hipMalloc")
     assert expect in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("platform,incdir", _targets())
-def test_platform_table_matches_headers(platform, incdir, tmp_path):
+@pytest.mark.parametrize("headers", _targets())
+def test_platform_table_matches_headers(headers, tmp_path):
     """(c) Every vendor-specific value of the table equals the real header's."""
-    dump = _run_json(tmp_path, "layout_dump.c", _vendor_flags(platform, incdir))
+    platform = headers.platform
+    dump = _run_json(tmp_path, "layout_dump.c", headers.flags())
     assert dump["platform"] == platform
-    # The table the loader picks for a runtime of this version is the one compared.
+    # The table the loader picks for a runtime of this version is the one compared;
+    # headers a table claims as its proof must be that release and pick that table.
     table = tables.table_for(platform, dump["header_version"])
-    if platform == "cuda":
-        assert table is tables.CUDA13
-    elif dump["header_version"] // 10_000_000 == 5:
-        assert table is tables.HIP5
+    release = "%d.%d" % tables.release_of(platform, dump["header_version"])
+    if headers.proof is not None:
+        assert (table, release) == (headers.table, headers.proof.release)
+    elif platform == "rocm" and release.startswith("5."):
+        assert any(p.release == release for p in table.proofs), (
+            f"HIP {release} headers: {table.name} claims no proof for this release")
 
     mismatches = {f: (getattr(table, f), dump[f]) for f in DIRECT_FIELDS
                   if getattr(table, f) != dump[f]}
@@ -243,14 +271,21 @@ def test_platform_table_matches_headers(platform, incdir, tmp_path):
     assert table.device_prop_size <= tables.DEVICE_PROP_BUFFER_SIZE
     assert table.pointer_attrs_size <= tables.POINTER_ATTRS_BUFFER_SIZE
 
+    # The optional driver functions the release declares: on CUDA (a) asserts every
+    # prototype against cuda.h; on HIP, the ones the runtime header declares.
+    api = (headers.dirs()[0] / "hip" / "hip_runtime_api.h").read_text() if platform == "rocm" else ""
+    declared = {f.name for f in _alias_headers.driver_functions(HEADER.read_text())
+                if platform == "cuda" or re.search(rf"\b{f.symbol}\s*\(", api)}
+    assert set(table.driver_functions) == declared
 
-@pytest.mark.parametrize("platform,incdir", _targets())
-def test_default_abi_equals_vendor_abi(platform, incdir, tmp_path):
+
+@pytest.mark.parametrize("headers", _targets())
+def test_default_abi_equals_vendor_abi(headers, tmp_path):
     """(d) Default mode (the shim's build) lays out everything as the vendor does."""
     (tmp_path / "default").mkdir()
     (tmp_path / "vendor").mkdir()
     default = _run_json(tmp_path / "default", "abi_dump.c", [])
-    vendor = _run_json(tmp_path / "vendor", "abi_dump.c", _vendor_flags(platform, incdir))
+    vendor = _run_json(tmp_path / "vendor", "abi_dump.c", headers.flags())
     assert default == vendor
     assert default["MCY_RT_NFUNCS"] == len(default["functions"])
     assert default["sizeof_mcy_rt_table"] == default["MCY_RT_NFUNCS"] * default["sizeof_void_p"]

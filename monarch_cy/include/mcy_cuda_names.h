@@ -22,7 +22,8 @@
  * Values that differ between vendors (device attribute numbers, the IPC
  * lazy-peer flag, pointer-attribute layouts, versioned symbol names) are NOT
  * here: they live in monarch_cy/_platform_tables.py, checked against the real
- * headers by tests/test_vendor_headers.py.  Only values both vendors share are
+ * headers by tests/test_vendor_headers.py and against AMD's hip-python bindings
+ * (one per ROCm release) by tests/test_hip_python_proof.py.  Only values both vendors share are
  * defined below, as MCY_* constants.
  */
 #ifndef MCY_CUDA_NAMES_H
@@ -53,7 +54,7 @@ typedef hipEvent_t cudaEvent_t;
 typedef hipIpcMemHandle_t cudaIpcMemHandle_t;
 typedef hipError_t mcy_drv_status_t;
 typedef hipDeviceptr_t mcy_devptr_t;
-typedef int mcy_range_handle_t; /* hipMemRangeHandleType: ROCm 6.1+ only */
+typedef int mcy_range_handle_t; /* hipMemRangeHandleType: ROCm 7.0+ only */
 #define MCY_DEVICE_PROP_T hipDeviceProp_t
 #define MCY_POINTER_ATTRS_T hipPointerAttribute_t
 typedef hipDeviceAttribute_t mcy_device_attr_t;
@@ -80,7 +81,8 @@ typedef unsigned long long mcy_devptr_t;
 typedef int mcy_range_handle_t;
 #endif
 
-/* Values both vendors share (CUDA 12/13 and HIP 5.2+; proven by the header test). */
+/* Values both vendors share (CUDA 12/13 and HIP 5.2+): proven against the CUDA 12.0-13.5 and
+ * HIP 5.2 headers by tests/test_vendor_headers.py, ROCm 6.2-7.2 by tests/test_hip_python_proof.py. */
 #define MCY_SUCCESS 0
 #define MCY_ERROR_INVALID_VALUE 1
 #define MCY_ERROR_MEMORY_ALLOCATION 2
@@ -238,7 +240,8 @@ _Static_assert(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD == MCY_RANGE_HANDLE_DMA_BUF_F
                    "prototype of " #hip " differs from mcy_" #name "_t");
 MCY_RUNTIME_FUNCTIONS(MCY_CHECK_PROTO)
 #undef MCY_CHECK_PROTO
-/* hipMemGetHandleForAddressRange and hipDrvGetErrorName exist from ROCm 6 on; HIP 5 headers lack them. */
+/* hipDrvGetErrorName exists from ROCm 6, hipMemGetHandleForAddressRange from ROCm 7 (the
+ * hip-python proof, tests/test_hip_python_proof.py); HIP 5 headers lack both. */
 _Static_assert(__builtin_types_compatible_p(__typeof__(&hipInit), mcy_drv_Init_t), "prototype of hipInit differs");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&hipMemGetAddressRange), mcy_drv_MemGetAddressRange_t),
                "prototype of hipMemGetAddressRange differs");
