@@ -4,7 +4,8 @@
 statement of the functions the shims bind and the constants both vendors share;
 the proofs compare these lists with each vendor release, so they are parsed
 here once rather than copied into the tests.  (The C proofs compile the headers
-themselves; these parses are checked against the preprocessor there.)
+themselves; ``test_function_list_matches_extension`` checks these parses
+against the preprocessor's expansion and the built shim.)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Function:
     ret: str
     params: str        # the parameter list as written, names included
     required: bool = True
+    cuda_symbol: str = ""  # what it binds on CUDA
 
 
 def _block(text: str, start: str, end: str) -> str:
@@ -41,13 +43,13 @@ def defines(text: str) -> dict[str, int]:
 
 def runtime_functions(text: str) -> list[Function]:
     block = _block(text, "#define MCY_RUNTIME_FUNCTIONS", "#define MCY_DECLARE_TYPE")
-    return [Function(n, h, r.strip(), p) for n, h, r, p in
+    return [Function(n, h, r.strip(), p, cuda_symbol="cuda" + n) for n, h, r, p in
             re.findall(r"^\s*X\((\w+), (\w+), ([^,]+?), \(([^)]*)\)\)", block, re.M)]
 
 
 def driver_functions(text: str) -> list[Function]:
     block = _block(text, "#define MCY_DRIVER_FUNCTIONS", "#define MCY_DECLARE_DRV_TYPE")
-    return [Function(n, h, "mcy_drv_status_t", p, required=False) for n, _cu, h, p in
+    return [Function(n, h, "mcy_drv_status_t", p, required=False, cuda_symbol=cu) for n, cu, h, p in
             re.findall(r"^\s*X\((\w+), (\w+), (\w+), \(([^)]*)\)\)", block, re.M)]
 
 
