@@ -178,7 +178,9 @@ cdef extern from "mcy_verbs.h" nogil:
         mcy_verbs_fns fn
 
     mcy_verbs_table mcy_vt
-    int mcy_verbs_load(const char* path, char* err, size_t errlen)
+    int mcy_verbs_bind(void* const* addresses, const char* libname, char* err, size_t errlen)
+    const char* const mcy_verbs_names[]
+    enum: MCY_VERBS_NFUNCS
     int mcy_ibv_post_send(mcy_ibv_qp* qp, mcy_ibv_send_wr* wr, mcy_ibv_send_wr** bad_wr)
     int mcy_ibv_poll_cq(mcy_ibv_cq* cq, int n, mcy_ibv_wc* wc)
 

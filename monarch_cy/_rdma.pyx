@@ -11,8 +11,10 @@ Why libibverbs is bound at run time (and pyverbs owns nothing here):
   ``verbs.h``).  ``import monarch_cy`` and ``import monarch_cy._rdma`` never load it.
   There is no search to share with the Python loaders (:mod:`monarch_cy._loader`):
   the one place is ``libibverbs.so.1`` through the dynamic loader's path (or the
-  ``path`` given to :func:`load`), and the ``dlopen``/``dlsym`` stay in C because they
-  fill this module's own C table.
+  ``path`` given to :func:`load`).  As in the GPU shim, ctypes opens the library and
+  finds the symbols, never calls them: their addresses fill this module's C table
+  (no ``dl*`` call in C keeps the extension off glibc 2.34's symbols, so the wheel's
+  manylinux tag stays old).
 * ``ibv_post_send`` and ``ibv_poll_cq`` are inline in ``verbs.h``: they call
   the provider through ``ctx->ops``.  The header replicates that call path, so
   the hot path touches no libibverbs symbol and no Python object.
@@ -53,6 +55,7 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 from posix.time cimport nanosleep, timespec, clock_gettime, CLOCK_MONOTONIC
 
+import ctypes as _ctypes
 import errno as _errno_mod
 import os as _os
 
@@ -80,6 +83,7 @@ WC_STATUS_NAMES = (
 
 cdef int _loaded = 0
 cdef object _load_error = None
+cdef object _library = None        # the ctypes handle: kept so the library stays open
 
 
 # ---------------------------------------------------------------- loading and errors
@@ -89,25 +93,46 @@ def load(path=None):
 
     Raises ``VerbsUnavailable`` naming the library and dlopen's reason.  A
     failure is remembered: later calls raise the same error without retrying.
+    The library is never closed: providers it loads keep threads and atexit hooks.
     """
-    global _loaded, _load_error
+    global _loaded, _load_error, _library
     cdef char err[512]
-    cdef bytes bpath
-    cdef const char* cpath = NULL
+    cdef void** addresses
     if _loaded:
         return
     if _load_error is not None:
         raise _load_error
-    if path is not None:
-        bpath = _os.fsencode(path)
-        cpath = bpath
-    if mcy_verbs_load(cpath, err, sizeof(err)) != 0:
-        _load_error = VerbsUnavailable(
-            "RDMA verbs are unavailable: " + err.decode("utf-8", "replace")
-            + " (install rdma-core's libibverbs1 and a provider, e.g. ibverbs-providers)",
-            call="dlopen")
-        raise _load_error
-    _loaded = 1
+    name = "libibverbs.so.1" if path is None else _os.fsdecode(path)
+    try:
+        # ctypes opens the library and finds the symbols (dlopen RTLD_NOW | RTLD_LOCAL);
+        # the C table is filled from the addresses and every call goes through it.
+        lib = _ctypes.CDLL(name, mode=_os.RTLD_LOCAL)
+    except OSError as e:
+        reason = f"cannot load {name}: {e}"
+    else:
+        addresses = <void**>calloc(MCY_VERBS_NFUNCS, sizeof(void*))
+        if addresses == NULL:
+            raise MemoryError()
+        try:
+            for i in range(MCY_VERBS_NFUNCS):
+                try:
+                    fn = getattr(lib, mcy_verbs_names[i].decode('ascii'))
+                except AttributeError:
+                    continue
+                addresses[i] = <void*><uintptr_t>_ctypes.cast(fn, _ctypes.c_void_p).value
+            rc = mcy_verbs_bind(addresses, name.encode(), err, sizeof(err))
+        finally:
+            free(addresses)
+        if rc == 0:
+            _library = lib
+            _loaded = 1
+            return
+        reason = err.decode("utf-8", "replace")
+    _load_error = VerbsUnavailable(
+        "RDMA verbs are unavailable: " + reason
+        + " (install rdma-core's libibverbs1 and a provider, e.g. ibverbs-providers)",
+        call="dlopen")
+    raise _load_error
 
 
 def is_loaded():

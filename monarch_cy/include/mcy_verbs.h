@@ -6,11 +6,13 @@
  * prefixed mcy_ so that a test can include this header next to the real one and prove each
  * size and offset (tests/rdma/test_verbs_header.py).
  *
- * Binding: mcy_verbs_load() dlopens libibverbs.so.1 and fills mcy_vt with one pointer per
- * entry of mcy_verbs_names; a NULL name-table slot after MCY_VERBS_NREQUIRED marks an optional
- * symbol (ibv_reg_dmabuf_mr needs rdma-core >= 34).  dlsym returns each symbol's default
- * version (the IBVERBS_1.1 ibv_create_qp, ...), which is what code compiled against verbs.h
- * links to.
+ * Binding: monarch_cy._rdma.load() opens libibverbs.so.1 with ctypes, looks up one address per
+ * entry of mcy_verbs_names and hands them to mcy_verbs_bind(), which fills mcy_vt; a NULL
+ * slot after MCY_VERBS_NREQUIRED marks an optional symbol (ibv_reg_dmabuf_mr needs
+ * rdma-core >= 34).  dlsym (under ctypes) returns each symbol's default version (the
+ * IBVERBS_1.1 ibv_create_qp, ...), which is what code compiled against verbs.h links to.
+ * No dl* call is made from C: the extension then references no glibc 2.34 symbol (dlopen
+ * moved into libc there) and its wheel keeps an old manylinux tag.
  *
  * The data path: ibv_post_send and ibv_poll_cq are static inline in verbs.h and call through
  * the provider's table in the context (ctx->ops.post_send / ctx->ops.poll_cq);
@@ -24,7 +26,6 @@
 #ifndef MCY_VERBS_H
 #define MCY_VERBS_H
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -299,35 +300,28 @@ typedef union mcy_verbs_table {
 } mcy_verbs_table;
 
 static mcy_verbs_table mcy_vt;
-static void *mcy_verbs_handle = NULL;
+static int mcy_verbs_bound = 0;
 
-/* Open `path` (NULL: "libibverbs.so.1") and bind every symbol.  0 on success; -1 with a
- * sentence in `err` otherwise (the table is then left all NULL).  Not thread-safe: the
- * caller (Cython, holding the GIL) serializes it.  The library is never closed: providers
- * it loads keep threads and atexit hooks. */
-static int mcy_verbs_load(const char *path, char *err, size_t errlen) {
-    void *h;
+/* Fill mcy_vt from `addresses` (one per mcy_verbs_names entry, NULL for a missing symbol,
+ * looked up in the library `libname` by the caller).  0 on success; -1 with a sentence in
+ * `err` if a required symbol is missing (the table is then left all NULL).  Not
+ * thread-safe: the caller (Cython, holding the GIL) serializes it. */
+static int mcy_verbs_bind(void *const *addresses, const char *libname, char *err, size_t errlen) {
     mcy_verbs_table t;
     int i;
-    if (mcy_verbs_handle)
+    if (mcy_verbs_bound)
         return 0;
-    h = dlopen(path ? path : "libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(err, errlen, "cannot load %s: %s", path ? path : "libibverbs.so.1", dlerror());
-        return -1;
-    }
     memset(&t, 0, sizeof(t));
     for (i = 0; i < MCY_VERBS_NFUNCS; i++) {
-        t.slot[i] = dlsym(h, mcy_verbs_names[i]);
+        t.slot[i] = addresses[i];
         if (!t.slot[i] && i < MCY_VERBS_NREQUIRED) {
             snprintf(err, errlen, "%s lacks %s (not a libibverbs of rdma-core)",
-                     path ? path : "libibverbs.so.1", mcy_verbs_names[i]);
-            dlclose(h);
+                     libname, mcy_verbs_names[i]);
             return -1;
         }
     }
     mcy_vt = t;
-    mcy_verbs_handle = h;
+    mcy_verbs_bound = 1;
     return 0;
 }
 
