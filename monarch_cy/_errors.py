@@ -478,7 +478,8 @@ for _home, _classes in (
                                              BackendUnavailableError, OwnerDiedError,
                                              RDMATcpFallbackWarning,
                                              RDMAReadTransferWarning,
-                                             RDMAWriteTransferWarning))):
+                                             RDMAWriteTransferWarning)),
+        ("monarch_cy.gpu", (UnprovenRuntimeWarning,))):
     for _c in _classes:
         _c.__module__ = _home
 del _home, _classes, _c

@@ -21,9 +21,6 @@ all of them are reachable here::
     └── HostError ── HostUnreachableError, HostRefusedError, HostLostError,
                      SchedulerError
 
-Warnings: ``UnprovenRuntimeWarning`` (a GPU runtime newer or older than any release
-the shim's tables are proven against; it still binds).
-
 Importing this module imports no GPU library, no zmq and no torch.
 """
 
@@ -49,7 +46,6 @@ from monarch_cy._errors import (
     NoDeviceError,
     OutOfMemoryError,
     ResourceClosedError,
-    UnprovenRuntimeWarning,
     VerbsError,
     VerbsTimeout,
     VerbsUnavailable,
@@ -75,7 +71,6 @@ __all__ = [
     "OutOfMemoryError",
     "NoDeviceError",
     "GpuRuntimeUnavailable",
-    "UnprovenRuntimeWarning",
     "ResourceClosedError",
     "VerbsError",
     "VerbsUnavailable",

@@ -365,7 +365,7 @@ def test_unproven_runtime_binds_with_a_warning_naming_the_newest_proven(fake_cud
     out = fake_cudart.run(
         """
         import warnings
-        from monarch_cy.errors import UnprovenRuntimeWarning
+        from monarch_cy.gpu import UnprovenRuntimeWarning
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             b = rt.ensure_bound()

@@ -9,8 +9,12 @@ object made (see :mod:`monarch_cy._runtime` for the search order).
 * :mod:`._memory` — device buffers, pinned host buffers, borrowed memory, copies.
 * :mod:`._ipc` — sharing device memory between processes of one host.
 * :mod:`._torch` — interop with torch without copies, both ways.
+
+``UnprovenRuntimeWarning``: the runtime bound is a release the shim's ABI tables are
+not proven against in CI (it binds anyway; docs/gpu.md, "Supported runtimes").
 """
 
+from monarch_cy._errors import UnprovenRuntimeWarning
 from monarch_cy.gpu._device import Device, DeviceProperties, device_count
 from monarch_cy.gpu._event import Event
 from monarch_cy.gpu._ipc import IpcHandle, IpcMapping
@@ -27,6 +31,7 @@ from monarch_cy.gpu._stream import Stream
 from monarch_cy.gpu._torch import wrap_torch
 
 __all__ = [
+    "UnprovenRuntimeWarning",
     "Device",
     "DeviceProperties",
     "device_count",
