@@ -12,6 +12,7 @@ and the vendor's stops the build.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -80,4 +81,14 @@ def _extensions() -> list[Extension]:
     )
 
 
+def _check_platform() -> None:
+    """Refuse, in words, what the wheels and the code do not support (not a compile error)."""
+    if not sys.platform.startswith("linux"):
+        raise SystemExit(
+            f"monarch_cy runs on Linux only (this is {sys.platform!r}): its transport uses "
+            "Linux-only facilities (pidfds, AF_UNIX seqpacket sockets, /proc)"
+        )
+
+
+_check_platform()
 setup(ext_modules=_extensions())

@@ -55,7 +55,7 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-version=$("$BUILD_VENV/bin/python" -c "import tomllib; print(tomllib.load(open('pyproject.toml','rb'))['project']['version'])")
+version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' monarch_cy/__init__.py)
 echo "[wheels] sdist of monarch_cy $version"
 "$BUILD_VENV/bin/python" -m build --sdist --outdir "$OUT" . >"$work/sdist.log" 2>&1 \
     || { tail -20 "$work/sdist.log" >&2; exit 1; }
