@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -44,6 +45,7 @@ class ProcHandle:
         self._exited = threading.Event()
         self._on_exit = None
         self.popen = None
+        self.pidfd = None       # fork mode: the worker's pidfd, open while it runs
 
     def kill(self) -> None:
         if self.popen is not None:
@@ -165,7 +167,15 @@ class _Zygote:
         self.dead = False
         self._write({"zygote": True, "status_fd": w, "controller_pid": os.getpid(),
                      "zmq": zmq})
-        self.watched = False
+        self.node = None        # the node whose pump reads the status pipe
+
+    def watch(self, node) -> None:
+        """Read this zygote's reports in ``node``'s pump (once; thread-safe)."""
+        with self.lock:
+            if self.node is not None:
+                return
+            self.node = node
+        node.watch_fd(self.status_fd, self._readable)
 
     def _write(self, obj) -> None:
         self.popen.stdin.write(json.dumps(obj).encode() + b"\n")
@@ -203,11 +213,18 @@ class _Zygote:
             if parts[0] == b"forked":
                 h = self.pending.pop(int(parts[1]))
                 h.pid = int(parts[2])
+                try:
+                    # Held while it runs: if the zygote dies, this names the worker
+                    # even after its pid is reaped by someone else (see _lost).
+                    h.pidfd = os.pidfd_open(h.pid)
+                except ProcessLookupError:
+                    pass                  # already gone: its "exit" line follows
                 self.by_pid[h.pid] = h
                 h._started.set()
             elif parts[0] == b"exit":
                 h = self.by_pid.pop(int(parts[1]), None)
                 if h is not None:
+                    _close_pidfd(h)
                     h._exit(int(parts[2]))
         return True
 
@@ -220,24 +237,37 @@ class _Zygote:
                 _zygote = None
 
     def _lost(self) -> None:
-        """The zygote is gone (its status pipe closed): its procs can no longer be
-        watched, so they are killed and counted dead (each one's exit is reported,
-        which fails its calls through supervision); the next start makes a new
-        zygote."""
+        """In the pump: the zygote is gone (its status pipe closed).  Its workers
+        can no longer be watched by it, so each is SIGKILLed through its pidfd and
+        its exit (-9, which fails its calls through supervision) is reported once
+        the kernel says it is gone -- not before: a dying worker still accepts
+        connections on its inbox, and a respawn that reached it there would lose
+        what it sent.  Requests never forked are reported at once.  The next start
+        makes a new zygote."""
         with self.lock:
             self._forget()
         try:
             os.close(self.status_fd)
         except OSError:
             pass
-        for h in list(self.by_pid.values()) + list(self.pending.values()):
+        for h in list(self.pending.values()):
             h._started.set()
-            if h.pid is not None:
-                try:
-                    os.kill(h.pid, 9)
-                except ProcessLookupError:
-                    pass
             h._exit(-9)
+        for h in list(self.by_pid.values()):
+            fd = h.pidfd
+            if fd is None:                # it was gone when "forked" was read
+                h._exit(-9)
+                continue
+            try:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass                      # exited already; the pidfd is readable
+
+            def gone(_fd, h=h):
+                _close_pidfd(h)
+                h._exit(-9)
+                return False
+            self.node.watch_fd(fd, gone)
         self.by_pid.clear()
         self.pending.clear()
 
@@ -252,6 +282,11 @@ class _Zygote:
             self.popen.kill()
             self.popen.wait()
 
+
+def _close_pidfd(h: ProcHandle) -> None:
+    fd, h.pidfd = h.pidfd, None
+    if fd is not None:
+        os.close(fd)
 
 
 
@@ -286,9 +321,7 @@ def start_proc(node, cfg: dict, env: dict, command=None) -> ProcHandle:
         return h
     for attempt in (1, 2):
         z = prestart()
-        if not z.watched:
-            z.watched = True
-            node.watch_fd(z.status_fd, z._readable)
+        z.watch(node)
         try:
             return z.fork(cfg, env)
         except _ZygoteGone:

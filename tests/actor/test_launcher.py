@@ -3,6 +3,7 @@ point of failure, and both start modes give procs the environment they asked for
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,6 +51,48 @@ def test_procs_are_spawnable_after_the_fork_server_is_killed():
                          env={**os.environ, "MONARCH_CY_START": "fork"})
     assert out.returncode == 0 and out.stdout.split()[:1] == ["ok"], \
         out.stdout + out.stderr[-3000:]
+
+
+EXIT_AFTER_DEATH = r"""
+import json, os, signal, sys, time
+sys.path.insert(0, %r)
+from monarch_cy.actor import this_host
+from monarch_cy._actor import launcher
+from _actors import Echo
+pm = this_host().spawn_procs(per_host={"gpus": 2})
+m = pm.spawn("e", Echo)
+assert m.ping.call(1).get(30).values() == [1, 1]
+seen = {}
+real_exit = launcher.ProcHandle._exit
+def state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+def record(self, code):
+    seen[self.pid] = state(self.pid)
+    real_exit(self, code)
+launcher.ProcHandle._exit = record
+pids = [p.popen.pid for p in pm._state.procs]
+os.kill(launcher._zygote.popen.pid, signal.SIGKILL)
+end = time.monotonic() + 20
+while len(seen) < 2 and time.monotonic() < end:
+    time.sleep(0.01)
+print("states", json.dumps([seen.get(p, "never") for p in pids]), flush=True)
+"""
+
+
+def test_a_lost_fork_servers_workers_are_reported_exited_only_once_gone():
+    """Reported before it is gone, a dying worker still accepts connections on its
+    inbox, and a respawn that reached it there would lose its SPAWN (seen in CI)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", EXIT_AFTER_DEATH % here],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "MONARCH_CY_START": "fork"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    states = out.stdout.split("states ", 1)[1].strip()
+    assert all(s in ("Z", "gone") for s in json.loads(states)), states
 
 
 @pytest.mark.parametrize("mode", ["fork", "exec"])
