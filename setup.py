@@ -46,14 +46,17 @@ def _platform_flags() -> tuple[list[str], list[tuple[str, str | None]]]:
             )
         return [inc], [("MCY_VENDOR_CUDA", "1")]
     if platform == "rocm":
-        home = os.environ.get("ROCM_PATH") or "/opt/rocm"
-        candidates = [os.path.join(home, "include"), "/usr/include"]
+        # An explicit ROCM_PATH is the only place looked: falling back to another
+        # ROCm's headers would check the build against the wrong release.
+        home = os.environ.get("ROCM_PATH")
+        candidates = ([os.path.join(home, "include")] if home else
+                      ["/opt/rocm/include", "/usr/include"])
         for inc in candidates:
             if os.path.exists(os.path.join(inc, "hip", "hip_runtime_api.h")):
                 return [inc], [("MCY_VENDOR_HIP", "1"), ("__HIP_PLATFORM_AMD__", "1")]
         raise SystemExit(
             f"MONARCH_CY_GPU_PLATFORM=rocm: no hip/hip_runtime_api.h under {candidates!r}; "
-            "set ROCM_PATH to the ROCm installation"
+            "set ROCM_PATH to the ROCm installation (the folder holding include/hip)"
         )
     raise SystemExit(
         f"MONARCH_CY_GPU_PLATFORM={platform!r} is not a platform; use cuda, rocm or none"

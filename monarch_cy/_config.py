@@ -272,6 +272,13 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        choices=("0", "1", "require"), noun="a mode"),
     _V("MONARCH_CY_VENDOR_WHEEL_CACHE", "text", "/var/tmp/monarch_cy-vendor-wheels", TESTS,
        "Where the ABI proofs keep the vendor wheels they install (one folder per release)."),
+    _V("MONARCH_CY_WHEEL_TEST", "choice", "1", TESTS,
+       "`tests/test_wheel.py` (builds the wheels, installs one in a chroot with no compiler): "
+       "`0` skips it, `require` turns its skips into failures.",
+       choices=("0", "1", "require"), noun="a mode"),
+    _V("MONARCH_CY_WHEEL_CACHE", "text", "/var/tmp/monarch_cy-wheel-test", TESTS,
+       "Where `tests/test_wheel.py` keeps the wheels it built (by source hash), their "
+       "dependencies and its bookworm chroot."),
     _V("MONARCH_CY_BENCH_JSON", "text", None, TESTS,
        "Benchmarks also write their rows as JSON to this file."),
 ]}

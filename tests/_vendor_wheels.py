@@ -90,3 +90,26 @@ def _prune(target: Path, keep: tuple[str, ...]) -> None:
             path.unlink()
         elif path.is_dir() and not any(path.iterdir()):
             path.rmdir()
+
+
+# The header wheels of each CUDA release a table claims as a proof (see
+# _platform_tables.Proof): requirements, then include folders (the first with -I,
+# the rest with -idirafter: CUDA 12 keeps crt/host_defines.h in the nvcc wheel).
+CUDA_WHEELS = {
+    "13.0.96": (["nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88"], ["nvidia/cu13/include"]),
+    "13.5.37": (["nvidia-cuda-runtime==13.5.37", "nvidia-cuda-crt==13.5.37"], ["nvidia/cu13/include"]),
+    "12.0.146": (["nvidia-cuda-runtime-cu12==12.0.146", "nvidia-cuda-nvcc-cu12==12.0.140"],
+                 ["nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"]),
+    "12.9.79": (["nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cuda-nvcc-cu12==12.9.86"],
+                ["nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"]),
+}
+CUDA_KEEP = ("nvidia/cu13/include/**/*", "nvidia/cuda_runtime/include/**/*",
+             "nvidia/cuda_nvcc/include/crt/*")
+
+
+def cuda_headers(version: str) -> list[Path]:
+    """Include folders of CUDA release ``version``'s header wheels (a key of
+    :data:`CUDA_WHEELS`), installed on first use: the first is the main one."""
+    reqs, incs = CUDA_WHEELS[version]
+    root = installed(f"cuda-headers-{version}", reqs, CUDA_KEEP)
+    return [root / i for i in incs]

@@ -88,19 +88,6 @@ DIRECT_FIELDS = [
 ]
 
 
-# The header wheels of each CUDA release a table claims as a proof (see
-# _platform_tables.Proof): requirements, then include folders (the first with -I,
-# the rest with -idirafter: CUDA 12 keeps crt/host_defines.h in the nvcc wheel).
-CUDA_WHEELS = {
-    "13.0.96": (["nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88"], ["nvidia/cu13/include"]),
-    "13.5.37": (["nvidia-cuda-runtime==13.5.37", "nvidia-cuda-crt==13.5.37"], ["nvidia/cu13/include"]),
-    "12.0.146": (["nvidia-cuda-runtime-cu12==12.0.146", "nvidia-cuda-nvcc-cu12==12.0.140"],
-                 ["nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"]),
-    "12.9.79": (["nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cuda-nvcc-cu12==12.9.86"],
-                ["nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"]),
-}
-CUDA_KEEP = ("nvidia/cu13/include/**/*", "nvidia/cuda_runtime/include/**/*",
-             "nvidia/cuda_nvcc/include/crt/*")
 
 
 @dataclass(frozen=True)
@@ -116,9 +103,7 @@ class HeaderSet:
     def dirs(self) -> list[Path]:
         if self.system_dir is not None:
             return [self.system_dir]
-        reqs, incs = CUDA_WHEELS[self.proof.version]
-        root = _vendor_wheels.installed(f"cuda-headers-{self.proof.version}", reqs, CUDA_KEEP)
-        return [root / i for i in incs]
+        return _vendor_wheels.cuda_headers(self.proof.version)
 
     def flags(self) -> list[str]:
         macros = ["-DMCY_VENDOR_CUDA"] if self.platform == "cuda" else [

@@ -39,28 +39,25 @@ reason when it fails or runs over.  ``MONARCH_CY_RCCL_CHROOT=0`` skips them;
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+
+import _debian_chroot
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "rccl"
 HEADER_DIR = ROOT / "monarch_cy" / "include"
 CACHE = Path(os.environ.get("MONARCH_CY_RCCL_CACHE", "/var/tmp/monarch_cy-rccl-trixie"))
-CHROOT = CACHE / "root"
 PACKAGES = ("librccl1", "python3", "libpython3.13-dev")
-READY = ".monarch_cy-ready"  # written last, holds PACKAGES: a half-built chroot is never used
 BUILD_TIMEOUT = float(os.environ.get("MONARCH_CY_RCCL_BUILD_TIMEOUT", "180"))
 MODE = os.environ.get("MONARCH_CY_RCCL_CHROOT", "1")
 RCCL_IN_CHROOT = "/usr/lib/x86_64-linux-gnu/librccl.so.1"
@@ -75,84 +72,6 @@ def _skip(reason: str):
     pytest.skip(reason)
 
 
-def _mirror() -> str:
-    """The Debian archive this machine's apt uses (deb.debian.org when none is found)."""
-    env = os.environ.get("MONARCH_CY_DEBIAN_MIRROR")
-    if env:
-        return env
-    texts = []
-    for p in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
-        try:
-            texts.append(p.read_text())
-        except OSError:
-            pass
-    for text in texts:
-        for m in re.finditer(r"(?:^URIs:|^deb(?:\s+\[[^]]*\])?)\s+(\S+)", text, re.M):
-            uri = m.group(1).rstrip("/")
-            if uri.startswith(("http://", "https://")) and uri.endswith("/debian"):
-                return uri
-    return "http://deb.debian.org/debian"
-
-
-def _mounts_under(path: Path) -> list[str]:
-    prefix = str(path).rstrip("/") + "/"
-    with open("/proc/self/mounts") as f:
-        return [line.split()[1] for line in f if (line.split()[1] + "/").startswith(prefix)]
-
-
-def _remove_tree(path: Path) -> None:
-    """rm -rf, refusing when anything is mounted below (never delete through a bind mount)."""
-    if not path.exists():
-        return
-    left = _mounts_under(path)
-    if left:
-        raise RuntimeError(f"refusing to remove {path}: still mounted there: {left}")
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def _is_ready() -> bool:
-    marker = CHROOT / READY
-    return marker.is_file() and marker.read_text().split() == list(PACKAGES)
-
-
-def _build_chroot() -> float:
-    """Build the chroot into a temporary folder and rename it into place; returns seconds taken.
-
-    debootstrap runs inside its own private mount namespace, so the /proc and
-    /sys it mounts in the target disappear with it even when it is killed.
-    """
-    tmp = CACHE / f"root.tmp-{os.getpid()}"
-    _remove_tree(tmp)
-    log = CACHE / "debootstrap.log"
-    cmd = ["unshare", "--mount", "--propagation", "private", "debootstrap", "--variant=minbase",
-           "--include=" + ",".join(PACKAGES), "trixie", str(tmp), _mirror()]
-    t0 = time.monotonic()
-    with open(log, "w") as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            rc = p.wait(timeout=BUILD_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-            _remove_tree(tmp)
-            raise RuntimeError(f"debootstrap took over {BUILD_TIMEOUT:g} s (log: {log})") from None
-    if rc != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-        _remove_tree(tmp)
-        raise RuntimeError(f"debootstrap failed (exit {rc}; log {log}): " + " | ".join(tail))
-    if not (tmp / RCCL_IN_CHROOT.lstrip("/")).exists():
-        _remove_tree(tmp)
-        raise RuntimeError(f"debootstrap finished but {RCCL_IN_CHROOT} is missing (log: {log})")
-    (tmp / READY).write_text(" ".join(PACKAGES) + "\n")
-    _remove_tree(CHROOT)
-    tmp.rename(CHROOT)
-    return time.monotonic() - t0
-
-
 @pytest.fixture(scope="module")
 def chroot() -> Path:
     """The cached trixie chroot with librccl1, built under a lock on first use."""
@@ -161,37 +80,20 @@ def chroot() -> Path:
         pytest.skip("MONARCH_CY_RCCL_CHROOT=0")
     if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
         _skip("needs Linux on x86_64 (Debian's amd64 librccl1)")
-    if os.geteuid() != 0:
-        _skip("needs root (debootstrap, chroot, mount namespaces)")
-    missing = [t for t in ("debootstrap", "unshare", "chroot", "gcc") if shutil.which(t) is None]
+    missing = _debian_chroot.missing_tools() + ([] if shutil.which("gcc") else ["gcc"])
     if missing:
-        _skip(f"missing {', '.join(missing)}: run {SETUP}")
+        _skip(f"missing {', '.join(missing)}: run {SETUP} as root")
     if _build_error:
         _skip(_build_error)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others wait and reuse
-        if not _is_ready():
-            try:
-                took = _build_chroot()
-            except Exception as e:  # noqa: BLE001 - network, disk, mirror: skip with the reason
-                _build_error = f"could not build the trixie chroot with librccl1: {e}"
-                _skip(_build_error)
-            print(f"\n[rccl] built {CHROOT} in {took:.0f} s")
-    return CHROOT
-
-
-def _run_in_chroot(root: Path, argv: list[str], env: dict[str, str] | None = None, timeout: float = 60):
-    """Run argv in the chroot, with /proc, /dev and /sys mounted in a private mount namespace."""
-    script = (
-        'set -e; R="$1"; shift; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
-        'mount --rbind /sys "$R/sys"; exec chroot "$R" "$@"'
-    )
-    e = ["env", "-i", "PATH=/usr/bin:/bin", "LANG=C.UTF-8"] + [f"{k}={v}" for k, v in (env or {}).items()]
-    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(root), *e, *argv]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    assert not _mounts_under(root), "a mount leaked out of the private namespace"
-    return r
+    try:
+        root, took = _debian_chroot.ensure(CACHE, "trixie", PACKAGES, timeout=BUILD_TIMEOUT,
+                                           must_exist=RCCL_IN_CHROOT)
+    except RuntimeError as e:  # network, disk, mirror: skip with the reason
+        _build_error = f"could not build the trixie chroot with librccl1: {e}"
+        _skip(_build_error)
+    if took is not None:
+        print(f"\n[rccl] built {root} in {took:.0f} s")
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +101,7 @@ def workdir(chroot):
     """A fresh folder inside the chroot (its /tmp), removed afterwards."""
     d = Path(tempfile.mkdtemp(prefix="mcy-rccl-", dir=chroot / "tmp"))
     yield d
-    _remove_tree(d)
+    _debian_chroot.remove_tree(d)
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +123,7 @@ def _json(r: subprocess.CompletedProcess) -> dict:
 
 
 def test_header_table_binds_and_calls_real_rccl(chroot, probe):
-    r = _run_in_chroot(chroot, [probe, "librccl.so.1"])
+    r = _debian_chroot.run(chroot, [probe, "librccl.so.1"])
     assert r.returncode == 0, r.stdout + r.stderr
     out = _json(r)
     print(json.dumps(out, indent=1))
@@ -242,7 +144,7 @@ def test_header_table_binds_and_calls_real_rccl(chroot, probe):
 
 def test_probe_fails_on_a_library_that_is_not_nccl(chroot, probe):
     """Negative control: the same probe against libz reports the required names missing."""
-    r = _run_in_chroot(chroot, [probe, "libz.so.1"])
+    r = _debian_chroot.run(chroot, [probe, "libz.so.1"])
     assert r.returncode == 3, r.stdout + r.stderr
     out = _json(r)
     assert "REQUIRED:ncclGetVersion" in out["missing_optional"] and out["error"] == "missing required"
@@ -277,10 +179,10 @@ def _shim_for_chroot_python(chroot: Path) -> Path:
                             f"-I{HEADER_DIR}", str(c), "-o", str(tmp / so.name)],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
-        _remove_tree(out_dir)
+        _debian_chroot.remove_tree(out_dir)
         tmp.rename(out_dir)
     finally:
-        _remove_tree(tmp)
+        _debian_chroot.remove_tree(tmp)
     return so
 
 
@@ -294,7 +196,7 @@ def test_monarch_cy_loader_and_shim_bind_rccl_under_trixie_python(chroot, workdi
     shutil.copy2(so, pkg / "monarch_cy" / so.name)
     shutil.copy2(HERE / "loader_probe.py", pkg / "loader_probe.py")
     inside = "/" + str(pkg.relative_to(chroot))
-    r = _run_in_chroot(chroot, ["python3", f"{inside}/loader_probe.py"],
+    r = _debian_chroot.run(chroot, ["python3", f"{inside}/loader_probe.py"],
                        env={"PYTHONPATH": inside, "PYTHONDONTWRITEBYTECODE": "1",
                             "MONARCH_CY_GPU_PLATFORM": "rocm", "RCCL_PATH": RCCL_IN_CHROOT})
     assert r.returncode == 0, r.stdout + r.stderr
