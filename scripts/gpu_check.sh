@@ -2,6 +2,9 @@
 # On a GPU machine with torch, Cython and pytest-benchmark already installed (no network
 # needed): build in place, prove the vendor-header build, run the GPU tests and the GPU
 # benchmarks.  Logs go to $OUT (or ./.out).  Extra pytest selection: GPU_TESTS.
+# GPU_WHEEL=path/to/monarch_cy-*.whl: install that wheel with --no-deps next to the
+# machine's torch instead of building, and move the source package aside so that every
+# test and benchmark imports the wheel (checked; destructive: for a throwaway copy).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.out}; mkdir -p "$OUT"
@@ -15,12 +18,23 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, torch.version.cuda)" | tee -a "$OUT/gpu.txt"
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-echo "== vendor-verified build against $cuda_home/include"
-MONARCH_CY_GPU_PLATFORM=cuda CUDA_HOME="$cuda_home" "$PY" setup.py build_ext --build-lib /tmp/mcy-vendor-build --build-temp /tmp/mcy-vendor-tmp >"$OUT/build-vendor.log" 2>&1 \
-    && echo "vendor build OK" || { echo "vendor build FAILED"; tail -30 "$OUT/build-vendor.log"; rc=1; }
-echo "== default build"
-"$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+if [ -n "${GPU_WHEEL:-}" ]; then
+    echo "== installing $GPU_WHEEL (--no-deps, no build)"
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/mcy-wheel "$GPU_WHEEL" \
+        || { echo "wheel install FAILED"; exit 1; }
+    export PYTHONPATH=/tmp/mcy-wheel${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/mcy-wheel/bin:$PATH
+    mv monarch_cy /tmp/mcy-source-aside
+    "$PY" -c "import monarch_cy, sys; f = monarch_cy.__file__; print('imported from', f); sys.exit(not f.startswith('/tmp/mcy-wheel/'))" \
+        | tee -a "$OUT/gpu.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "the wheel is not what is imported"; exit 1; }
+else
+    cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+    echo "== vendor-verified build against $cuda_home/include"
+    MONARCH_CY_GPU_PLATFORM=cuda CUDA_HOME="$cuda_home" "$PY" setup.py build_ext --build-lib /tmp/mcy-vendor-build --build-temp /tmp/mcy-vendor-tmp >"$OUT/build-vendor.log" 2>&1 \
+        && echo "vendor build OK" || { echo "vendor build FAILED"; tail -30 "$OUT/build-vendor.log"; rc=1; }
+    echo "== default build"
+    "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+fi
 "$PY" -m monarch_cy._cli info | tee "$OUT/info.txt"
 echo "== GPU tests"
 # GPU tests carry the `gpu` marker and live beside the tests of their module.
