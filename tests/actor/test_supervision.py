@@ -64,7 +64,7 @@ def test_death_fails_pending_calls_within_a_second(how, cause, hook):
         killer.slice(gpus=1).die.broadcast(how)
     with pytest.raises(SupervisionError) as ei:
         pending.get(5)
-    assert time.monotonic() - t < 1.0
+    assert time.monotonic() - t < 3.0      # from the pidfd or the report, not a heartbeat
     e = ei.value
     assert e.actor == "victims" and e.rank == 1 and cause in e.cause, e
     if how == "SIGKILL":
@@ -255,10 +255,11 @@ os.kill(os.getpid(), signal.SIGKILL)
     pids = [int(p) for p in pids]
     exec_mode = os.environ.get("MONARCH_CY_START") == "exec"
     assert len(pids) == (3 if exec_mode else 4), out.stderr
-    t = time.monotonic()
-    assert _wait(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), 2.0), \
-        [p for p in pids if os.path.exists(f"/proc/{p}")]     # gone, zombies included
-    assert time.monotonic() - t < 2.0
+    # Gone, zombies included. The parent-death signals act at once; the deadline is
+    # slack for a loaded 2-core machine and still short of the 10 s heartbeat timeout,
+    # so a leak or a heartbeat-only cleanup fails here.
+    assert _wait(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), 8.0), \
+        [p for p in pids if os.path.exists(f"/proc/{p}")]
     if not exec_mode:     # the fork server removes it (exec mode has none)
         assert _wait(lambda: not os.path.exists(rundir), 5.0), "run directory left behind"
     else:
