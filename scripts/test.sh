@@ -10,4 +10,6 @@ scripts/setup-rccl-test.sh
 # The ABI proofs download vendor wheels (cached); here a failed download fails them rather
 # than skipping (MONARCH_CY_VENDOR_WHEELS=1 skips offline, 0 switches them off).
 export MONARCH_CY_VENDOR_WHEELS=${MONARCH_CY_VENDOR_WHEELS:-require}
+# The same for the wheel built and installed in a chroot with no compiler (issue 19).
+export MONARCH_CY_WHEEL_TEST=${MONARCH_CY_WHEEL_TEST:-require}
 exec .venv/bin/python -m pytest "$@"
