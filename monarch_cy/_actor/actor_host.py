@@ -88,8 +88,11 @@ def stop_hosts(node, timeout: float, stopped=()) -> None:
             h.post("__stop__")
     end = time.monotonic() + timeout
     # We are in the pump: keep answering ZAP, or our own connections to the actors'
-    # sockets (which carry __stop__) could never authenticate.
+    # sockets (which carry __stop__) could never authenticate; and keep handling the
+    # inbox, where a __stop__ sent down a cast tree may still have to be forwarded
+    # (here and to the procs below: see .cast_tree).
     while time.monotonic() < end and not all(h.stopped.is_set() for h in hosts):
+        node._drain(node.inbox)
         if node._zap is None:                 # unix://: nothing to authenticate here
             time.sleep(0.002)
         elif node._zap.poll(10):

@@ -40,7 +40,13 @@ def _pdeathsig(sig: int) -> None:
         pass
 
 
+_STOPPING = []
+
+
 def _stop(node, hdr, data, extras) -> None:
+    if _STOPPING:            # a second STOP, handled while the first waits: ignore it
+        return
+    _STOPPING.append(True)
     try:
         from monarch_cy._actor import actor_host
         # __cleanup__ of each actor after the messages sent before the stop, bounded
@@ -100,6 +106,8 @@ def worker_main(cfg: dict) -> None:
         node.controller_addr = cfg["controller"]
         set_node(node)
         node.handlers[SPAWN] = actor_host.handle_spawn
+        from monarch_cy._actor import cast_tree
+        node.handlers[cast_tree.CAST] = cast_tree.forward
         node.handlers[STOP] = _stop
         node.handlers[supervision.HEARTBEAT] = heartbeat.handle_heartbeat
         node.handlers[supervision.REVIVE] = lambda n, hdr, d, e: n.revive(hdr[1])

@@ -25,6 +25,7 @@ import pickle
 from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generic,
                     Iterator, ParamSpec, TypeVar, overload)
 
+from monarch_cy._actor import cast_tree
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
 from monarch_cy._transport.protocol import pack_call
@@ -159,9 +160,12 @@ class Endpoint(Generic[P, R]):
         timeout, where = self._timeout, f"{self._mesh._name}.{self._name}"
 
         def expire():
-            if port_id not in node._ports:
+            col = node._ports.get(port_id)
+            if col is None:
                 return
             node.drop_port(port_id)
+            if col.__class__ is cast_tree.Tracked:
+                col.abandoned()
             for f in futs:
                 f._set_exception(TimeoutError(
                     f"call to {where} not answered within {timeout:g} s (per-call "
@@ -188,10 +192,84 @@ class Endpoint(Generic[P, R]):
         return node, procs, True
 
     def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True,
-              direct=True, reply_to=None):
+              direct=True, reply_to=None, ext=False):
         mesh = self._mesh
         if want_reply:
             _check_self(mesh, granks, collector)
+        if node.is_controller:
+            k = cast_tree.fanout()
+            big = k and len(granks) > k
+            if big or cast_tree.ROUTERS:
+                router = cast_tree.router_for(mesh) if big else \
+                    cast_tree.ROUTERS.get(mesh._addrs[0])
+                if router is not None:
+                    return self._send_routed(node, router, big, granks, procs, collector,
+                                             args, kwargs, want_reply, direct, reply_to,
+                                             mesh._ext if ext is False else ext)
+        return self._send_direct(node, granks, procs, collector, args, kwargs, want_reply,
+                                 direct, reply_to, mesh._ext if ext is False else ext)
+
+    def _send_routed(self, node, router, big, granks, procs, collector, args, kwargs,
+                     want_reply, direct, reply_to, ext):
+        """A call to a mesh the controller has cast to down a tree: down the tree, or
+        directly when that cannot reorder it (see :mod:`.cast_tree`)."""
+        mesh = self._mesh
+        confirmable = want_reply and reply_to is None
+        path, cid = router.start(cast_tree.TREE if big else cast_tree.DIRECT, confirmable)
+        plan = None
+        if path == cast_tree.TREE:
+            plan = mesh._plan if big else None
+            if plan is None:
+                plan = cast_tree.Plan(mesh._addrs, mesh._procs, granks, router.k)
+                if big:
+                    mesh._plan = plan
+        if confirmable:
+            collector = cast_tree.Tracked(collector, router, path, cid, len(granks),
+                                          len(granks) == len(mesh._addrs),
+                                          plan.below if plan is not None else None)
+        if plan is None:
+            return self._send_direct(node, granks, procs, collector, args, kwargs,
+                                     want_reply, direct, reply_to, ext)
+        try:
+            data, extras = node.encode((args, kwargs), procs)
+        except TypeError as e:
+            if confirmable:
+                collector.abandoned()
+            raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
+                            f"sent: {e}") from e.__cause__
+        port_id = node.register_port(collector) if want_reply else 0
+        key = node.key
+        addr = node.direct_addr if direct else node.addr
+        if reply_to is not None:
+            addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
+        try:
+            cast_tree.send_tree(node, plan, self._name, addr, port_id, key, ext, data,
+                                extras)
+        except BaseException:
+            if port_id and reply_to is None:
+                node.drop_port(port_id)
+            raise
+        dead = node.dead
+        if dead:           # a proc on the route is dead: what lies behind it fails now
+            lost = [p for p in list(dead) if p in plan.procs]
+            for p in lost:
+                _seen(p)
+                if want_reply and reply_to is None and collector.proc_failed(p, dead[p]):
+                    node.drop_port(port_id)
+                    break
+            if lost and not want_reply:
+                from monarch_cy._log import logger
+                logger("actor").warning(
+                    "%s.%s: not delivered behind dead proc(s) %s (respawn them)",
+                    mesh._name, self._name, ", ".join(map(str, lost)))
+            node.wake_direct()
+        if want_reply and self._timeout is not None:
+            self._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
+        return port_id
+
+    def _send_direct(self, node, granks, procs, collector, args, kwargs, want_reply,
+                     direct, reply_to, ext):
+        mesh = self._mesh
         try:
             data, extras = node.encode((args, kwargs), procs)
         except TypeError as e:
@@ -202,7 +280,6 @@ class Endpoint(Generic[P, R]):
         addr = node.direct_addr if direct else node.addr
         if reply_to is not None:       # send(..., port=): replies go to the user's port
             addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
-        ext = mesh._ext
         addrs = mesh._addrs
         dead = node.dead
         send = node.send
@@ -257,6 +334,12 @@ class Endpoint(Generic[P, R]):
             raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
                                    "calls on it are refused")
         proc = mesh._procs[g]
+        if cast_tree.ROUTERS and node.is_controller and \
+                mesh._addrs[0] in cast_tree.ROUTERS:       # cast down a tree before
+            fut = _make(node)
+            self._send(node, (g,), (proc,), OneCollector(fut, proc, mesh._name, g), args,
+                       kwargs, ext=ext)
+            return fut
         dead = node.dead
         if dead and proc in dead:
             _seen(proc)

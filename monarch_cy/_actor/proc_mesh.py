@@ -251,13 +251,16 @@ class ProcMesh(MeshTrait):
             fut._set_result(None)
             return fut
         from monarch_cy._actor.actor_host import post_to
+        from monarch_cy._actor import cast_tree
+        treed = cast_tree.stop_down_trees(node, st.meshes)    # addrs sent __stop__ there
         for p in live:
-            # __stop__ to each actor on the connection its calls took (they run
-            # first), then STOP to the proc, which waits for those actors' cleanup.
+            # __stop__ to each actor on the path its calls took (they run first), then
+            # STOP to the proc, which waits for those actors' cleanup.
             addrs = tuple(rec.where[p.rank][0] for rec in st.meshes
                           if p.rank in rec.where)
             for a in addrs:
-                post_to(node, a, "__stop__")
+                if a not in treed:
+                    post_to(node, a, "__stop__")
             node.send(p.key, [_pack((STOP, addrs))])
 
         def kill_rest():

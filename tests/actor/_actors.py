@@ -359,3 +359,36 @@ class GpuProbe(Actor):
         from monarch_cy.gpu import Device, device_count
         n = device_count()
         return n, [Device(i).properties.pci_bus_id for i in range(n)]
+
+
+class Recorder(Actor):
+    """Keeps every value it was sent, in the order it handled them."""
+
+    def __init__(self, path=None):
+        self.seen = []
+        self.path = path
+
+    @endpoint
+    def note(self, x):
+        self.seen.append(x)
+        return x
+
+    @endpoint
+    def nap(self, x, seconds):
+        import time
+        time.sleep(seconds)
+        self.seen.append(x)
+        return x
+
+    @endpoint
+    def log(self):
+        return list(self.seen)
+
+    @endpoint
+    def pid(self):
+        return os.getpid()
+
+    def __cleanup__(self, exc):
+        if self.path:
+            with open(f"{self.path}.{current_rank().rank}", "w") as f:
+                f.write(",".join(map(str, self.seen)))

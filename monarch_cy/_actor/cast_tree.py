@@ -1,0 +1,282 @@
+"""Casts down a tree: the controller's call to a large mesh leaves as a few messages.
+
+A call from the controller to more actors than ``MONARCH_CY_CAST_FANOUT`` (default 16)
+is sent as one ``CAST`` message to each of at most ``fanout`` *heads*; each head's
+proc (its node's pump thread, never the actor's thread, so a busy actor does not
+hold its subtree back) forwards the message to at most ``fanout`` heads below it
+and delivers it to its own actor.  The controller's sends per call drop from the
+mesh size to the fan-out, and the forwarding work is spread over the procs.
+
+The tree is fixed per actor mesh: ranks ``[0, n)`` are split into ``fanout``
+contiguous chunks, the first rank of each chunk is its head, and the rest of a
+chunk is split the same way below its head.  A slice travels the same tree,
+pruned to the heads that lead to its ranks (a head outside the slice only
+forwards).  Depth is about ``log_fanout(n)``.
+
+Ordering (per-sender FIFO).  Every hop keeps order (one pump per proc, one
+connection per destination), and the path to a rank is always the same, so tree
+messages reach each actor in the order sent.  A message sent *directly* (a
+``call_one``, a small slice, ``__stop__``) takes another path and could overtake
+a tree message still on its way, or be overtaken by one.  :class:`Router` rules
+that out: a message takes its preferred path only when every earlier message on
+the other path is known to have been handled by its actors (each actor answered
+it); otherwise it takes the same path as those earlier messages.  A message
+whose handling is never confirmed (``broadcast``, a timed-out call, a call that
+failed part-way) keeps its path *open* until a later call on that same path to
+the whole mesh is answered by every actor (FIFO on the path then proves the
+earlier one was handled).  So ``call`` then ``call_one`` costs nothing extra, and
+``broadcast`` then ``call_one`` sends the ``call_one`` down the tree (a hop per
+level) rather than risk reordering.
+
+Failures.  A head that dies takes the undelivered part of its subtree with it;
+calls still waiting on ranks below it fail with :class:`SupervisionError` naming
+the forwarder (they may or may not have run), never hang.  A cast whose route
+crosses a proc already known dead fails those ranks at once, until the proc is
+respawned.  A ``broadcast`` lost that way is reported by the dead proc's own
+supervision event.  Only the controller casts down trees; calls made inside
+actors go directly.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from bisect import bisect_left
+
+from monarch_cy._transport.protocol import CAST, pack, pack_call
+
+__all__ = ["Plan", "Router", "Tracked", "router_for", "ROUTERS", "forward", "send_tree",
+           "CAST", "TREE", "DIRECT"]
+
+TREE, DIRECT = 0, 1
+ROUTERS: dict = {}        # first actor address of a mesh -> its Router (controller only)
+_FANOUT = None
+_dumps = pickle.dumps
+
+
+def fanout() -> int:
+    """``MONARCH_CY_CAST_FANOUT``, read once."""
+    global _FANOUT
+    if _FANOUT is None:
+        from monarch_cy import _config
+        _FANOUT = _config.cast_fanout()
+    return _FANOUT
+
+
+def _chunks(lo: int, hi: int, k: int):
+    """``[lo, hi)`` split into at most ``k`` contiguous, near-equal ranges."""
+    n = hi - lo
+    if n <= 0:
+        return
+    parts = min(k, n)
+    q, r = divmod(n, parts)
+    a = lo
+    for i in range(parts):
+        b = a + q + (1 if i < r else 0)
+        yield a, b
+        a = b
+
+
+class Plan:
+    """The route of one set of ranks through a mesh's fixed tree (built once per
+    mesh view and reused).
+
+    ``heads``: ``[(proc key, route bytes)]`` the sender sends to; ``below``: proc key
+    of each forwarder -> the proc keys of the targets under it (to fail them when it
+    dies); ``procs``: every proc on the route (targets and forwarders)."""
+
+    __slots__ = ("heads", "below", "procs", "n")
+
+    def __init__(self, addrs, procs, granks, k: int) -> None:
+        order = sorted(range(len(granks)), key=granks.__getitem__)
+        tg = [granks[i] for i in order]           # target global ranks, sorted
+        local = [order[i] for i in range(len(order))]
+        self.below = {}
+        self.procs = set()
+        self.n = len(granks)
+
+        def build(lo, hi, i0, i1, up):
+            # targets tg[i0:i1] lie in [lo, hi); returns [(proc, bytes)] of the heads
+            out = []
+            for a, b in _chunks(lo, hi, k):
+                j0 = bisect_left(tg, a, i0, i1)
+                j1 = bisect_left(tg, b, j0, i1)
+                if j0 == j1:
+                    continue
+                here = []
+                if tg[j0] == a:
+                    here.append((local[j0], addrs[a]))
+                    self.procs.add(procs[a])
+                    for f in up:
+                        self.below[f].append(procs[a])
+                    j0 += 1
+                p = procs[a]
+                self.procs.add(p)
+                self.below.setdefault(p, [])
+                children = build(a + 1, b, j0, j1, up + (p,)) if j0 < j1 else []
+                out.append((p, _dumps((here, children), 5)))
+            return out
+
+        self.heads = build(0, len(addrs), 0, len(tg), ())
+        self.below = {p: tuple(v) for p, v in self.below.items() if v}
+
+
+class Router:
+    """Which path each call from this controller to one actor mesh takes (see the
+    module docstring).  Thread-safe; the pump ends calls, callers start them."""
+
+    __slots__ = ("addrs", "procs", "k", "open", "held", "ids", "lock", "_full")
+
+    def __init__(self, addrs, procs, k: int) -> None:
+        self.addrs, self.procs, self.k = addrs, procs, k
+        self.open = [0, 0]          # calls in flight per path, not yet all answered
+        self.held = [0, 0]          # newest unconfirmed call id per path (0: none)
+        self.ids = 0
+        self.lock = threading.Lock()
+        self._full = None
+
+    def start(self, prefer: int, reply: bool):
+        """Pick the path of a new call and count it: ``(path, call id)``."""
+        with self.lock:
+            other = 1 - prefer
+            path = prefer if not (self.open[other] or self.held[other]) else other
+            self.ids += 1
+            if reply:
+                self.open[path] += 1
+            else:
+                self.held[path] = self.ids
+            return path, self.ids
+
+    def end(self, path: int, cid: int, confirmed: bool, full: bool) -> None:
+        """A call ended: every actor answered it (``confirmed``), or not."""
+        with self.lock:
+            self.open[path] -= 1
+            if not confirmed:
+                self.held[path] = max(self.held[path], cid)
+            elif full and self.held[path] and self.held[path] < cid:
+                self.held[path] = 0
+
+    def tree_in_use(self) -> bool:
+        with self.lock:
+            return bool(self.open[TREE] or self.held[TREE])
+
+    def full_plan(self) -> Plan:
+        if self._full is None:
+            self._full = Plan(self.addrs, self.procs, range(len(self.addrs)), self.k)
+        return self._full
+
+
+def router_for(mesh) -> Router:
+    """The controller's router of ``mesh``'s base mesh (slices share it)."""
+    key = mesh._addrs[0]
+    r = ROUTERS.get(key)
+    if r is None or r.addrs is not mesh._addrs and r.addrs != mesh._addrs:
+        r = ROUTERS[key] = Router(mesh._addrs, mesh._procs, fanout())
+    return r
+
+
+class Tracked:
+    """A call's collector, watched for the router: tells it when the call ended and
+    whether every actor answered; fails the ranks below a forwarder that died."""
+
+    __slots__ = ("inner", "router", "path", "cid", "full", "left", "got", "below",
+                 "ended", "fut", "futs")
+
+    def __init__(self, inner, router, path, cid, n, full, below) -> None:
+        self.inner, self.router, self.path, self.cid = inner, router, path, cid
+        self.full, self.left, self.got, self.below = full, n, set(), below
+        self.ended = False
+        self.fut = getattr(inner, "fut", None)
+        self.futs = getattr(inner, "futs", None)
+
+    def _end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.router.end(self.path, self.cid, self.left == 0, self.full)
+
+    def deliver(self, rank, ok, value) -> bool:
+        if rank not in self.got:
+            self.got.add(rank)
+            self.left -= 1
+        done = self.inner.deliver(rank, ok, value)
+        if done:
+            self._end()
+        return done
+
+    def proc_failed(self, proc, cause) -> bool:
+        done = self.inner.proc_failed(proc, cause)
+        under = self.below.get(proc) if self.below else None
+        if under and not done:
+            why = (f"the call's route went through proc {proc}, which failed ({cause}); "
+                   "it may or may not have reached this actor")
+            for q in under:
+                if self.inner.proc_failed(q, why):
+                    done = True
+                    break
+        if done:
+            self._end()
+        return done
+
+    def abandoned(self) -> None:
+        """The port was dropped (per-call timeout): never confirmed."""
+        self._end()
+
+
+def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras) -> None:
+    """Send a call down ``plan``: one CAST per head (a dead head is skipped; the
+    caller fails its subtree)."""
+    f0 = pack((CAST, name, reply_addr, port_id, key, ext), data)
+    dead = node.dead
+    for proc, route in plan.heads:
+        if dead and proc in dead:
+            continue
+        node.send(proc, [f0, route, *extras])
+
+
+def stop_down_trees(node, records) -> set:
+    """``ProcMesh.stop``: ``__stop__`` to the actors of each mesh whose calls may still
+    be on their way down its tree, down that tree (so it arrives after them); returns
+    the actor addresses so reached (the caller posts ``__stop__`` directly to the rest,
+    and each proc's STOP waits for its actors while its pump keeps forwarding)."""
+    done = set()
+    for rec in records:
+        if not rec.where:
+            continue
+        first = next(a for a, r in rec.where.values() if r == 0) \
+            if any(r == 0 for _, r in rec.where.values()) else None
+        router = ROUTERS.pop(first, None) if first is not None else None
+        if router is None or not router.tree_in_use():
+            continue
+        plan = router.full_plan()
+        if node.dead and any(p in node.dead for p in plan.procs):
+            continue                  # a broken tree: straight to each actor instead
+        data, extras = node.encode(((), {}), (node.key,))
+        send_tree(node, plan, "__stop__", "", 0, node.key, None, data, extras)
+        done.update(router.addrs)
+    return done
+
+
+def forward(node, hdr, data, frames) -> None:
+    """CAST handler, in a proc's pump: forward to the heads below, then deliver to
+    this proc's own actor (its messages keep their order: one pump, one connection
+    per destination).  A child that cannot be reached is logged; the controller
+    fails what waited on it when it learns the proc died."""
+    _, method, raddr, port_id, key, ext = hdr[:6]
+    here, children = pickle.loads(_buf(frames[0]))
+    extras = [_buf(f) for f in frames[1:]]
+    if children:
+        f0 = pack(hdr, data)
+        for proc, route in children:
+            try:
+                node.send(proc, [f0, route, *extras])
+            except Exception as e:  # noqa: BLE001 - the rest of the cast goes on
+                from monarch_cy._log import logger
+                logger("actor").error("cannot forward a call of %s to proc %s: %s",
+                                      method, proc, e)
+    for local, addr in here:
+        node.send(addr, [pack_call(method, raddr, port_id, local, key, ext, data),
+                         *extras])
+
+
+def _buf(f):
+    return f.buffer if hasattr(f, "buffer") else f

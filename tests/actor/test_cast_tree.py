@@ -1,0 +1,236 @@
+"""Casts down a tree (monarch_cy._actor.cast_tree): the route, the path rules, and
+real meshes whose calls travel it (fan-out 2 here, so 9 procs make a 3-level tree)."""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from monarch_cy.actor import Accumulator, Channel, SupervisionError, send, this_host
+from monarch_cy._actor import cast_tree
+from monarch_cy._actor.cast_tree import DIRECT, TREE, Plan, Router
+from _actors import Recorder
+
+
+# -- the route ---------------------------------------------------------------------
+def _walk(plan: Plan):
+    """Follow a plan as the forwarders would: ``{local rank: (addr, hops)}``, and the
+    largest number of sends any one hop makes."""
+    reached, widest = {}, len(plan.heads)
+
+    def visit(route, hops):
+        nonlocal widest
+        here, children = pickle.loads(route)
+        widest = max(widest, len(children) + len(here))
+        for local, addr in here:
+            assert local not in reached, f"rank {local} reached twice"
+            reached[local] = (addr, hops)
+        for _, sub in children:
+            visit(sub, hops + 1)
+    for _, route in plan.heads:
+        visit(route, 1)
+    return reached, widest
+
+
+@pytest.mark.parametrize("n,k", [(1, 2), (2, 2), (9, 2), (17, 16), (100, 3), (1024, 16),
+                                 (1000, 7)])
+def test_every_rank_is_reached_once_within_the_fanout_and_the_depth(n, k):
+    addrs = tuple(f"a{i}" for i in range(n))
+    procs = tuple(f"p{i}" for i in range(n))
+    plan = Plan(addrs, procs, range(n), k)
+    reached, widest = _walk(plan)
+    assert sorted(reached) == list(range(n))
+    assert all(reached[r][0] == addrs[r] for r in reached)
+    assert len(plan.heads) <= k and widest <= k + 1      # k children and its own actor
+    depth = max(h for _, h in reached.values())
+    assert depth <= math.ceil(math.log(n, k)) + 1 if n > 1 else depth == 1
+
+
+def test_a_slice_keeps_its_call_ranks_and_passes_through_the_same_heads():
+    n, k = 64, 4
+    addrs = tuple(f"a{i}" for i in range(n))
+    procs = tuple(f"p{i}" for i in range(n))
+    granks = [50, 3, 17, 40, 41, 63]             # call rank i is global rank granks[i]
+    plan = Plan(addrs, procs, granks, k)
+    reached, _ = _walk(plan)
+    assert {local: addr for local, (addr, _) in reached.items()} == \
+        {i: addrs[g] for i, g in enumerate(granks)}
+    full = {p for p, _ in Plan(addrs, procs, range(n), k).heads}
+    assert {p for p, _ in plan.heads} <= full      # the fixed tree, pruned
+    # every target sits under each forwarder on its way (to fail it if one dies)
+    for p, under in plan.below.items():
+        assert p in plan.procs and set(under) <= {procs[g] for g in granks}
+    assert "p50" in plan.below["p48"]              # 48 heads the chunk [48, 64)
+
+
+# -- the path rules ----------------------------------------------------------------
+def test_a_direct_call_waits_for_the_tree_to_be_answered_and_the_reverse():
+    r = Router(("a",), ("p",), 2)
+    path, c1 = r.start(TREE, True)              # a call down the tree, in flight
+    assert path == TREE
+    assert r.start(DIRECT, True)[0] == TREE     # so a call_one follows it there
+    r.end(TREE, c1, True, True)
+    r.end(TREE, c1 + 1, True, False)
+    path, c3 = r.start(DIRECT, True)            # everything answered: direct again
+    assert path == DIRECT
+    assert r.start(TREE, True)[0] == DIRECT     # and a cast now follows the direct one
+    r.end(DIRECT, c3, True, False)
+    r.end(DIRECT, c3 + 1, True, True)
+    assert r.start(TREE, False)[0] == TREE      # a broadcast down the tree: held open
+    assert r.start(DIRECT, True)[0] == TREE     # ... until a whole-mesh call there
+    r.end(TREE, r.ids, True, False)             # (a slice does not prove it)
+    assert r.start(DIRECT, True)[0] == TREE
+    r.end(TREE, r.ids, True, True)
+    path, _ = r.start(TREE, True)
+    r.end(TREE, r.ids, True, True)              # the whole mesh answered: released
+    assert r.start(DIRECT, True)[0] == DIRECT
+
+
+def test_an_unconfirmed_call_holds_its_path():
+    r = Router(("a",), ("p",), 2)
+    _, c = r.start(TREE, True)
+    r.end(TREE, c, False, True)                 # failed part-way or timed out
+    assert r.tree_in_use() and r.start(DIRECT, True)[0] == TREE
+
+
+# -- real meshes -------------------------------------------------------------------
+@pytest.fixture
+def tree(monkeypatch):
+    """9 procs, fan-out 2: calls to more than 2 actors go down a 3-level tree."""
+    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
+    pm = this_host().spawn_procs(per_host={"gpus": 9})
+    yield pm
+    pm.stop().get(30)
+
+
+def _count_sends(monkeypatch, node):
+    sent = []
+    real = node.send
+
+    def counting(addr, frames):
+        sent.append(addr)
+        return real(addr, frames)
+    monkeypatch.setattr(node, "send", counting)
+    return sent
+
+
+def test_calls_go_down_the_tree_and_every_adverb_answers(tree, monkeypatch):
+    from monarch_cy._actor.controller import get_node
+    m = tree.spawn("rec", Recorder)
+    assert m.note.call(0).get(30).values() == [0] * 9
+    sent = _count_sends(monkeypatch, get_node())
+    assert m.note.call(1).get(10).values() == [1] * 9
+    assert len(sent) == 2, sent                  # the controller sent to the two heads
+    assert sorted(f.get(10) for f in m.note.stream(2)) == [2] * 9
+    assert Accumulator(m.note, 0, lambda a, b: a + b).accumulate(3).get(10) == 27
+    big = np.arange(1 << 21, dtype=np.uint8)     # through shm, forwarded untouched
+    assert m.note.call(big).get(10).values()[8].sum() == big.sum()
+    part = m.slice(gpus=slice(3, 8))
+    assert part.note.call(4).get(10).values() == [4] * 5
+    port, recv = Channel.open_ranked()
+    send(m.note, (5,), {}, port=port)
+    assert sorted(recv.recv().get(10) for _ in range(9)) == [(r, 5) for r in range(9)]
+    logs = m.log.call().get(10).values()
+    assert [len(x) for x in logs] == [6, 6, 6, 7, 7, 7, 7, 7, 6]
+
+
+def test_per_sender_fifo_holds_across_the_tree_and_direct_calls(tree, monkeypatch):
+    m = tree.spawn("rec", Recorder)
+    m.note.call(0).get(30)
+    paths = []
+    real = Router.start
+
+    def start(self, prefer, reply):
+        out = real(self, prefer, reply)
+        paths.append((prefer, out[0]))
+        return out
+    monkeypatch.setattr(Router, "start", start)
+    expect = {r: [0] for r in range(9)}
+    for i in range(1, 60):
+        kind = i % 5
+        if kind == 4:
+            assert m.note.call(i).get(30).values() == [i] * 9    # confirms its path
+            for r in range(9):
+                expect[r].append(i)
+            continue
+        if kind == 0:
+            m.note.broadcast(i)                  # down the tree, never confirmed
+            targets = range(9)
+        elif kind == 1:
+            m.slice(gpus=i % 9).note.call_one(i)   # direct only when that is safe
+            targets = [i % 9]
+        elif kind == 2:
+            m.slice(gpus=slice(1, 6)).note.broadcast(i)
+            targets = range(1, 6)
+        else:
+            send(m.note, (i,), {}, selection="choose")
+            targets = [m._rr % 9]
+        for r in targets:
+            expect[r].append(i)
+    got = m.log.call().get(30).values()
+    assert got == [expect[r] for r in range(9)]
+    # both paths were taken, and each preference was overridden at least once
+    assert {(TREE, TREE), (DIRECT, DIRECT), (DIRECT, TREE), (TREE, DIRECT)} <= set(paths)
+
+
+def test_stop_after_a_broadcast_runs_it_first(monkeypatch, tmp_path):
+    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
+    pm = this_host().spawn_procs(per_host={"gpus": 9})
+    m = pm.spawn("rec", Recorder, str(tmp_path / "seen"))
+    m.note.call(0).get(30)
+    for i in range(1, 6):
+        m.note.broadcast(i)
+    pm.stop().get(30)
+    for r in range(9):
+        assert (tmp_path / f"seen.{r}").read_text() == "0,1,2,3,4,5", r
+
+
+def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree):
+    m = tree.spawn("rec", Recorder)
+    pids = m.pid.call().get(30).values()
+    # fan-out 2 over 9: heads 0 and 5; 0 forwards to 1 and 3, which forward on
+    plan = Plan(m._addrs, m._procs, range(9), 2)
+    assert [p for p, _ in plan.heads] == [m._procs[0], m._procs[5]]
+    below0 = {m._procs.index(p) for p in plan.below[m._procs[0]]}
+    assert below0 == {1, 2, 3, 4}
+    os.kill(pids[0], signal.SIGSTOP)             # the head stops forwarding
+    try:
+        futs = list(m.nap.stream(1, 0.0))
+        time.sleep(0.3)
+        os.kill(pids[0], signal.SIGKILL)
+    finally:
+        try:
+            os.kill(pids[0], signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    results = []
+    for f in futs:
+        try:
+            results.append(("ok", f.get(15)))
+        except SupervisionError as e:
+            results.append(("failed", e.rank, e.cause))
+    assert sum(1 for r in results if r[0] == "ok") == 4          # ranks 5-8
+    failed = sorted(r[1] for r in results if r[0] == "failed")
+    assert failed == [0, 1, 2, 3, 4]
+    assert any("route went through proc" in r[2] for r in results if r[0] == "failed")
+    with pytest.raises(SupervisionError):       # the tree is broken behind it: at once
+        m.slice(gpus=slice(1, 5)).note.call(2).get(5)
+    tree.respawn().get(30)
+    assert m.note.call(3).get(15).values() == [3] * 9
+
+
+def test_a_timed_out_call_down_the_tree_holds_it(tree):
+    m = tree.spawn("rec", Recorder)
+    m.note.call(0).get(30)
+    with pytest.raises(TimeoutError):
+        m.nap.with_timeout(0.2).call(1, 0.5).get(5)
+    router = cast_tree.ROUTERS[m._addrs[0]]
+    assert router.tree_in_use()
+    assert m.slice(gpus=4).note.call_one(2).get(10) == 2      # after the nap, in order
+    assert m.log.call().get(10).values()[4] == [0, 1, 2]
