@@ -361,7 +361,7 @@ class GpuProbe(Actor):
         return n, [Device(i).properties.pci_bus_id for i in range(n)]
 
 
-class Recorder(Actor):
+class Noter(Actor):
     """Keeps every value it was sent, in the order it handled them."""
 
     def __init__(self, path=None):

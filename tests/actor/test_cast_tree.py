@@ -15,7 +15,7 @@ import pytest
 from monarch_cy.actor import Accumulator, Channel, SupervisionError, send, this_host
 from monarch_cy._actor import cast_tree
 from monarch_cy._actor.cast_tree import DIRECT, TREE, Plan, Router
-from _actors import Recorder
+from _actors import Noter
 
 
 # -- the route ---------------------------------------------------------------------
@@ -122,7 +122,7 @@ def _count_sends(monkeypatch, node):
 
 def test_calls_go_down_the_tree_and_every_adverb_answers(tree, monkeypatch):
     from monarch_cy._actor.controller import get_node
-    m = tree.spawn("rec", Recorder)
+    m = tree.spawn("rec", Noter)
     assert m.note.call(0).get(30).values() == [0] * 9
     sent = _count_sends(monkeypatch, get_node())
     assert m.note.call(1).get(10).values() == [1] * 9
@@ -141,7 +141,7 @@ def test_calls_go_down_the_tree_and_every_adverb_answers(tree, monkeypatch):
 
 
 def test_per_sender_fifo_holds_across_the_tree_and_direct_calls(tree, monkeypatch):
-    m = tree.spawn("rec", Recorder)
+    m = tree.spawn("rec", Noter)
     m.note.call(0).get(30)
     paths = []
     real = Router.start
@@ -182,7 +182,7 @@ def test_per_sender_fifo_holds_across_the_tree_and_direct_calls(tree, monkeypatc
 def test_stop_after_a_broadcast_runs_it_first(monkeypatch, tmp_path):
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)
     pm = this_host().spawn_procs(per_host={"gpus": 9})
-    m = pm.spawn("rec", Recorder, str(tmp_path / "seen"))
+    m = pm.spawn("rec", Noter, str(tmp_path / "seen"))
     m.note.call(0).get(30)
     for i in range(1, 6):
         m.note.broadcast(i)
@@ -192,7 +192,7 @@ def test_stop_after_a_broadcast_runs_it_first(monkeypatch, tmp_path):
 
 
 def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree):
-    m = tree.spawn("rec", Recorder)
+    m = tree.spawn("rec", Noter)
     pids = m.pid.call().get(30).values()
     # fan-out 2 over 9: heads 0 and 5; 0 forwards to 1 and 3, which forward on
     plan = Plan(m._addrs, m._procs, range(9), 2)
@@ -226,7 +226,7 @@ def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree):
 
 
 def test_a_timed_out_call_down_the_tree_holds_it(tree):
-    m = tree.spawn("rec", Recorder)
+    m = tree.spawn("rec", Noter)
     m.note.call(0).get(30)
     with pytest.raises(TimeoutError):
         m.nap.with_timeout(0.2).call(1, 0.5).get(5)
