@@ -4,6 +4,9 @@ Run:  PYTHONPATH=. python -m pytest bench/bench_scale.py -q -s --benchmark-disab
 (torchmonarch in the same venv runs the same script in the same run; ``BENCH_NO_MONARCH=1``
 skips it.  ``BENCH_SCALE_SIZES=8,32,128,512,1024`` picks the mesh sizes, default
 ``8,32,128,512``; ``BENCH_SCALE_CALLS`` the casts timed per size, default 200;
+torchmonarch runs up to ``BENCH_SCALE_MONARCH_MAX`` procs, default 128 (at 512 it did not
+finish spawning within 15 minutes here); ``monarch_cy-direct`` is monarch_cy with the cast
+tree off (``MONARCH_CY_CAST_FANOUT=0``), the same-run comparison with the code before it;
 ``BENCH_SCALE_PLOT=path.png`` also draws cost against mesh size with matplotlib.)
 
 For each size, one fresh controller process per system: spawn N procs with one actor
@@ -64,6 +67,9 @@ except Exception:
 
 SYSTEMS = {
     "monarch_cy": {"module": "monarch_cy.actor", "actors": "_bench_actors", "cls": "Bench"},
+    # the same code with the cast tree off: every actor sent to, and answering, directly
+    "monarch_cy-direct": {"module": "monarch_cy.actor", "actors": "_bench_actors",
+                          "cls": "Bench", "env": {"MONARCH_CY_CAST_FANOUT": "0"}},
     "torchmonarch": {"module": "monarch.actor", "actors": "_bench_actors_monarch", "cls": "MBench"},
 }
 
@@ -77,8 +83,9 @@ def _have_monarch() -> bool:
 
 
 def _run(system: str, n: int) -> dict:
-    code = SCRIPT % {**SYSTEMS[system], "here": HERE, "timeout": TIMEOUT_S}
-    env = dict(os.environ)
+    spec = {k: v for k, v in SYSTEMS[system].items() if k != "env"}
+    code = SCRIPT % {**spec, "here": HERE, "timeout": TIMEOUT_S}
+    env = {**os.environ, **SYSTEMS[system].get("env", {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, HERE, env.get("PYTHONPATH")) if p)
     r = subprocess.run([sys.executable, "-c", code, str(n), str(CALLS)], capture_output=True,
                        text=True, env=env, timeout=TIMEOUT_S + 120)
@@ -94,8 +101,9 @@ RESULTS: dict[str, dict[int, dict]] = {}
 
 @pytest.mark.parametrize("n", SIZES)
 def test_cast_and_gather_cost_by_mesh_size(benchmark, n):
-    systems = ["monarch_cy"]
-    if os.environ.get("BENCH_NO_MONARCH") != "1" and _have_monarch():
+    systems = ["monarch_cy", "monarch_cy-direct"]
+    if os.environ.get("BENCH_NO_MONARCH") != "1" and _have_monarch() and \
+            n <= int(os.environ.get("BENCH_SCALE_MONARCH_MAX", "128")):
         systems.append("torchmonarch")
     row = {s: _run(s, n) for s in systems}
     benchmark.pedantic(lambda: None, rounds=1)
@@ -106,6 +114,11 @@ def test_cast_and_gather_cost_by_mesh_size(benchmark, n):
     line = (f"\n[scale n={n}] monarch_cy: spawn {ours['spawn_s']:.2f} s, cast+gather p50 "
             f"{ours['p50_s'] * 1e3:.2f} ms p99 {ours['p99_s'] * 1e3:.2f} ms, controller CPU "
             f"{ours['cpu_per_call_s'] * 1e3:.2f} ms/call")
+    direct = row.get("monarch_cy-direct")
+    if direct is not None and "error" not in direct:
+        line += (f"; tree off: p50 {direct['p50_s'] * 1e3:.2f} ms, CPU "
+                 f"{direct['cpu_per_call_s'] * 1e3:.2f} ms/call "
+                 f"({direct['cpu_per_call_s'] / ours['cpu_per_call_s']:.2f}x)")
     theirs = row.get("torchmonarch")
     if theirs is not None and "error" not in theirs:
         line += (f"; torchmonarch: spawn {theirs['spawn_s']:.2f} s "
