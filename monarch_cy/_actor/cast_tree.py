@@ -43,7 +43,7 @@ import pickle
 import threading
 from bisect import bisect_left
 
-from monarch_cy._transport.protocol import CAST, pack, pack_call
+from monarch_cy._transport.protocol import CAST, REPLY, REPLY_BATCH, pack, pack_call
 
 __all__ = ["Plan", "Router", "Tracked", "router_for", "ROUTERS", "forward", "send_tree",
            "CAST", "TREE", "DIRECT"]
@@ -81,11 +81,12 @@ class Plan:
     """The route of one set of ranks through a mesh's fixed tree (built once per
     mesh view and reused).
 
-    ``heads``: ``[(proc key, route bytes)]`` the sender sends to; ``below``: proc key
+    ``heads``: ``[(proc key, targets under it, route bytes)]`` the sender sends to; ``below``: proc key
     of each forwarder -> the proc keys of the targets under it (to fail them when it
-    dies); ``procs``: every proc on the route (targets and forwarders)."""
+    dies); ``direct``: ``[(call rank, actor address)]`` the sender delivers to itself
+    (one-rank chunks); ``procs``: every proc on the route (targets and forwarders)."""
 
-    __slots__ = ("heads", "below", "procs", "n")
+    __slots__ = ("heads", "direct", "below", "procs", "n")
 
     def __init__(self, addrs, procs, granks, k: int) -> None:
         order = sorted(range(len(granks)), key=granks.__getitem__)
@@ -96,28 +97,36 @@ class Plan:
         self.n = len(granks)
 
         def build(lo, hi, i0, i1, up):
-            # targets tg[i0:i1] lie in [lo, hi); returns [(proc, bytes)] of the heads
-            out = []
+            # targets tg[i0:i1] lie in [lo, hi); returns ([(proc, count, bytes)] of the
+            # heads, [(local, addr)] of the one-rank chunks the caller delivers to itself)
+            out, direct = [], []
             for a, b in _chunks(lo, hi, k):
                 j0 = bisect_left(tg, a, i0, i1)
                 j1 = bisect_left(tg, b, j0, i1)
                 if j0 == j1:
                     continue
+                p = procs[a]
+                self.procs.add(p)
+                if tg[j0] == a:                  # rank a is a target: under each hop
+                    for f in up:
+                        self.below[f].append(p)
+                if b == a + 1:
+                    # A leaf of the fixed tree (whatever the slice): the hop above
+                    # delivers to its actor, and its proc's I/O thread is not woken.
+                    direct.append((local[j0], addrs[a]))
+                    continue
                 here = []
                 if tg[j0] == a:
                     here.append((local[j0], addrs[a]))
-                    self.procs.add(procs[a])
-                    for f in up:
-                        self.below[f].append(procs[a])
                     j0 += 1
-                p = procs[a]
-                self.procs.add(p)
                 self.below.setdefault(p, [])
-                children = build(a + 1, b, j0, j1, up + (p,)) if j0 < j1 else []
-                out.append((p, _dumps((here, children), 5)))
-            return out
+                count = j1 - j0 + len(here)
+                children, leaves = build(a + 1, b, j0, j1, up + (p,)) if j0 < j1 else ([], [])
+                here.extend(leaves)
+                out.append((p, count, _dumps((here, children), 5)))
+            return out, direct
 
-        self.heads = build(0, len(addrs), 0, len(tg), ())
+        self.heads, self.direct = build(0, len(addrs), 0, len(tg), ())
         self.below = {p: tuple(v) for p, v in self.below.items() if v}
 
 
@@ -222,15 +231,64 @@ class Tracked:
         self._end()
 
 
-def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras) -> None:
+def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras,
+              relay: bool = False) -> None:
     """Send a call down ``plan``: one CAST per head (a dead head is skipped; the
-    caller fails its subtree)."""
-    f0 = pack((CAST, name, reply_addr, port_id, key, ext), data)
+    caller fails its subtree).  ``relay``: each rank answers exactly once (not an
+    explicit-port endpoint), so the forwarders gather replies and pass them up in
+    batches."""
+    f0 = pack((CAST, name, reply_addr, port_id, key, ext, relay), data)
     dead = node.dead
-    for proc, route in plan.heads:
+    for proc, _, route in plan.heads:
         if dead and proc in dead:
             continue
         node.send(proc, [f0, route, *extras])
+    for local, addr in plan.direct:
+        node.send(addr, [pack_call(name, reply_addr, port_id, local, key, ext, data),
+                         *extras])
+
+
+class Relay:
+    """A forwarder's port for the replies of its subtree (``relay`` casts): each is
+    passed up in a ``REPLY_BATCH`` with whatever else arrived in the same turn of the
+    pump (a reply that carries large buffers goes up alone, untouched), so the
+    controller receives about one message per head instead of one per actor.  Dropped
+    once every rank below has answered; one whose subtree lost a proc stays until the
+    proc exits (the controller fails those ranks itself)."""
+
+    __slots__ = ("node", "addr", "port", "left", "buf", "pid", "queued")
+
+    def __init__(self, node, addr, port, left, pid) -> None:
+        self.node, self.addr, self.port, self.left, self.pid = node, addr, port, left, pid
+        self.buf = []
+        self.queued = False
+
+    def take(self, rank, ok, data, extras) -> None:
+        self.left -= 1
+        if extras:
+            self.node.send(self.addr, [pack((REPLY, self.port, rank, ok), data),
+                                       *[_buf(f) for f in extras]])
+        else:
+            self.buf.append((rank, ok, bytes(data)))
+        self._soon()
+
+    def take_batch(self, items) -> None:
+        self.left -= len(items)
+        self.buf.extend(items)
+        self._soon()
+
+    def _soon(self) -> None:
+        if not self.queued:
+            self.queued = True
+            self.node._todo.append(self.flush)     # after this turn's messages
+
+    def flush(self) -> None:
+        self.queued = False
+        if self.buf:
+            items, self.buf = self.buf, []
+            self.node.send(self.addr, [pack((REPLY_BATCH, self.port), _dumps(items, 5))])
+        if self.left <= 0:
+            self.node._relays.pop(self.pid, None)
 
 
 def stop_down_trees(node, records) -> set:
@@ -261,12 +319,18 @@ def forward(node, hdr, data, frames) -> None:
     this proc's own actor (its messages keep their order: one pump, one connection
     per destination).  A child that cannot be reached is logged; the controller
     fails what waited on it when it learns the proc died."""
-    _, method, raddr, port_id, key, ext = hdr[:6]
+    _, method, raddr, port_id, key, ext, relay = hdr[:7]
     here, children = pickle.loads(_buf(frames[0]))
     extras = [_buf(f) for f in frames[1:]]
+    if relay:        # replies from here and below come to us, and go up in batches
+        pid = next(node._port_ids)
+        node._relays[pid] = Relay(node, raddr, port_id,
+                                  len(here) + sum(c for _, c, _ in children), pid)
+        raddr, port_id = node.addr, pid
+        hdr = (CAST, method, raddr, port_id, key, ext, relay)
     if children:
         f0 = pack(hdr, data)
-        for proc, route in children:
+        for proc, _, route in children:
             try:
                 node.send(proc, [f0, route, *extras])
             except Exception as e:  # noqa: BLE001 - the rest of the cast goes on

@@ -244,7 +244,7 @@ class Endpoint(Generic[P, R]):
             addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
         try:
             cast_tree.send_tree(node, plan, self._name, addr, port_id, key, ext, data,
-                                extras)
+                                extras, confirmable and not self._explicit)
         except BaseException:
             if port_id and reply_to is None:
                 node.drop_port(port_id)

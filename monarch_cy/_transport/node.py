@@ -38,7 +38,8 @@ from itertools import count
 from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
-from monarch_cy._transport.protocol import PROC_DEAD, RELEASE, REPLY, WAKE, pack, unpack
+from monarch_cy._transport.protocol import (PROC_DEAD, RELEASE, REPLY, REPLY_BATCH, WAKE,
+                                            pack, unpack)
 from monarch_cy._transport.pump import PumpMixin
 from monarch_cy._transport.senders import HWM, SendMixin
 
@@ -105,6 +106,7 @@ class Node(Owned, SendMixin, PumpMixin):
         self._out = {}
         self._out_lock = threading.Lock()
         self._ports = {}
+        self._relays = {}             # port id -> cast-tree relay (procs that forward)
         # A random start: a reply meant for a previous incarnation of this proc's
         # address (see ProcMesh.respawn) cannot hit a port of this one.
         self._port_ids = count(int.from_bytes(os.urandom(5), "little") << 8 | 1)
@@ -283,24 +285,22 @@ class Node(Owned, SendMixin, PumpMixin):
             if kind == REPLY:
                 col = self._ports.get(hdr[1])
                 if col is None:
+                    relay = self._relays.get(hdr[1])
+                    if relay is not None:
+                        relay.take(hdr[2], hdr[3], data, frames[1:])
                     return
-                ok = hdr[3]
-                try:
-                    value = self.decode(data, frames[1:])
-                except Exception as e:      # fail the call, never leave it pending
-                    import traceback
-                    what = "result" if ok else "error"
-                    why = f"{type(e).__name__}: {e}"
-                    exc = pickle.UnpicklingError(
-                        f"the {what} of the call arrived but could not be unpickled "
-                        f"here: {why}")
-                    exc.__cause__ = e
-                    value = self.remote_error(
-                        exc, f"{exc}\n" + "".join(traceback.format_exception(e)),
-                        getattr(col, "actor", ""), getattr(col, "rank", hdr[2]))
-                    ok = False
-                if col.deliver(hdr[2], ok, value):
-                    self._ports.pop(hdr[1], None)
+                self._deliver(col, hdr[1], hdr[2], hdr[3], data, frames[1:])
+            elif kind == REPLY_BATCH:
+                col = self._ports.get(hdr[1])
+                items = pickle.loads(data)
+                if col is None:
+                    relay = self._relays.get(hdr[1])
+                    if relay is not None:
+                        relay.take_batch(items)
+                    return
+                for rank, ok, value in items:
+                    if self._deliver(col, hdr[1], rank, ok, value, ()):
+                        break
             elif kind == RELEASE:
                 for seg in hdr[2]:
                     self.pool.release(seg, hdr[1])
@@ -313,6 +313,28 @@ class Node(Owned, SendMixin, PumpMixin):
         except Exception:
             from monarch_cy._log import logger
             logger("transport").exception("handling a message of kind %r failed", kind)
+
+    def _deliver(self, col, port_id, rank, ok, data, extras) -> bool:
+        """Decode one reply and give it to its port's collector; True (and the port
+        dropped) when the collector is done."""
+        try:
+            value = self.decode(data, extras)
+        except Exception as e:      # fail the call, never leave it pending
+            import traceback
+            what = "result" if ok else "error"
+            why = f"{type(e).__name__}: {e}"
+            exc = pickle.UnpicklingError(
+                f"the {what} of the call arrived but could not be unpickled "
+                f"here: {why}")
+            exc.__cause__ = e
+            value = self.remote_error(
+                exc, f"{exc}\n" + "".join(traceback.format_exception(e)),
+                getattr(col, "actor", ""), getattr(col, "rank", rank))
+            ok = False
+        if col.deliver(rank, ok, value):
+            self._ports.pop(port_id, None)
+            return True
+        return False
 
     def proc_failed(self, proc_key: str, cause: str, addrs=()) -> int:
         """THE place where pending calls on a failed proc end (with SupervisionError).

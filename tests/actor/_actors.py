@@ -388,6 +388,10 @@ class Noter(Actor):
     def pid(self):
         return os.getpid()
 
+    @endpoint(explicit_response_port=True)
+    def answer(self, port, x):
+        port.send(x * 2)
+
     def __cleanup__(self, exc):
         if self.path:
             with open(f"{self.path}.{current_rank().rank}", "w") as f:

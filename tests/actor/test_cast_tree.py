@@ -24,17 +24,22 @@ def _walk(plan: Plan):
     largest number of sends any one hop makes."""
     reached, widest = {}, len(plan.heads)
 
-    def visit(route, hops):
+    def visit(route, hops, count):
         nonlocal widest
         here, children = pickle.loads(route)
         widest = max(widest, len(children) + len(here))
         for local, addr in here:
             assert local not in reached, f"rank {local} reached twice"
             reached[local] = (addr, hops)
-        for _, sub in children:
-            visit(sub, hops + 1)
-    for _, route in plan.heads:
-        visit(route, 1)
+        assert sum(c for _, c, _ in children) + len(here) == count
+        for _, c, sub in children:
+            visit(sub, hops + 1, c)
+    for _, c, route in plan.heads:
+        visit(route, 1, c)
+    for local, addr in plan.direct:
+        assert local not in reached, f"rank {local} reached twice"
+        reached[local] = (addr, 0)
+    widest = max(widest, len(plan.heads) + len(plan.direct))
     return reached, widest
 
 
@@ -47,9 +52,10 @@ def test_every_rank_is_reached_once_within_the_fanout_and_the_depth(n, k):
     reached, widest = _walk(plan)
     assert sorted(reached) == list(range(n))
     assert all(reached[r][0] == addrs[r] for r in reached)
-    assert len(plan.heads) <= k and widest <= k + 1      # k children and its own actor
+    assert widest <= k + 1              # a hop: at most k below it and its own actor
     depth = max(h for _, h in reached.values())
-    assert depth <= math.ceil(math.log(n, k)) + 1 if n > 1 else depth == 1
+    assert depth <= math.ceil(math.log(n, k)) + 1
+    assert len(plan.heads) + len(plan.direct) <= k
 
 
 def test_a_slice_keeps_its_call_ranks_and_passes_through_the_same_heads():
@@ -61,8 +67,8 @@ def test_a_slice_keeps_its_call_ranks_and_passes_through_the_same_heads():
     reached, _ = _walk(plan)
     assert {local: addr for local, (addr, _) in reached.items()} == \
         {i: addrs[g] for i, g in enumerate(granks)}
-    full = {p for p, _ in Plan(addrs, procs, range(n), k).heads}
-    assert {p for p, _ in plan.heads} <= full      # the fixed tree, pruned
+    full = {p for p, _, _ in Plan(addrs, procs, range(n), k).heads}
+    assert {p for p, _, _ in plan.heads} <= full      # the fixed tree, pruned
     # every target sits under each forwarder on its way (to fail it if one dies)
     for p, under in plan.below.items():
         assert p in plan.procs and set(under) <= {procs[g] for g in granks}
@@ -133,6 +139,7 @@ def test_calls_go_down_the_tree_and_every_adverb_answers(tree, monkeypatch):
     assert m.note.call(big).get(10).values()[8].sum() == big.sum()
     part = m.slice(gpus=slice(3, 8))
     assert part.note.call(4).get(10).values() == [4] * 5
+    assert m.answer.call(3).get(10).values() == [6] * 9     # explicit ports: no relay
     port, recv = Channel.open_ranked()
     send(m.note, (5,), {}, port=port)
     assert sorted(recv.recv().get(10) for _ in range(9)) == [(r, 5) for r in range(9)]
@@ -196,7 +203,7 @@ def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree):
     pids = m.pid.call().get(30).values()
     # fan-out 2 over 9: heads 0 and 5; 0 forwards to 1 and 3, which forward on
     plan = Plan(m._addrs, m._procs, range(9), 2)
-    assert [p for p, _ in plan.heads] == [m._procs[0], m._procs[5]]
+    assert [p for p, _, _ in plan.heads] == [m._procs[0], m._procs[5]]
     below0 = {m._procs.index(p) for p in plan.below[m._procs[0]]}
     assert below0 == {1, 2, 3, 4}
     os.kill(pids[0], signal.SIGSTOP)             # the head stops forwarding
@@ -234,3 +241,32 @@ def test_a_timed_out_call_down_the_tree_holds_it(tree):
     assert router.tree_in_use()
     assert m.slice(gpus=4).note.call_one(2).get(10) == 2      # after the nap, in order
     assert m.log.call().get(10).values()[4] == [0, 1, 2]
+
+
+class _FakeNode:
+    def __init__(self):
+        self.sent, self._todo, self._relays = [], [], {}
+
+    def send(self, addr, frames):
+        self.sent.append((addr, frames))
+
+
+def test_a_relay_passes_a_turns_replies_up_in_one_batch_and_big_ones_alone():
+    from monarch_cy._transport.protocol import REPLY, REPLY_BATCH, unpack
+    node = _FakeNode()
+    relay = node._relays[7] = cast_tree.Relay(node, "up", 99, 4, 7)
+    relay.take(0, True, memoryview(pickle.dumps("a")), ())
+    relay.take_batch([(1, True, pickle.dumps("b")), (2, False, pickle.dumps("c"))])
+    assert node._todo == [relay.flush]           # one flush per turn of the pump
+    node._todo.pop()()
+    (addr, frames), = node.sent
+    hdr, data = unpack(frames[0])
+    assert addr == "up" and hdr == (REPLY_BATCH, 99)
+    assert [(r, ok, pickle.loads(v)) for r, ok, v in pickle.loads(data)] == \
+        [(0, True, "a"), (1, True, "b"), (2, False, "c")]
+    assert 7 in node._relays                     # rank 3 has not answered
+    relay.take(3, True, memoryview(b"desc"), [b"big buffer"])
+    hdr, _ = unpack(node.sent[1][1][0])
+    assert hdr == (REPLY, 99, 3, True) and node.sent[1][1][1:] == [b"big buffer"]
+    node._todo.pop()()
+    assert 7 not in node._relays and len(node.sent) == 2      # all answered: dropped
