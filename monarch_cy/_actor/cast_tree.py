@@ -7,9 +7,10 @@ hold its subtree back) forwards the message to at most ``fanout`` heads below it
 and delivers it to its own actor.  The controller's sends per call drop from the
 mesh size to the fan-out, and the forwarding work is spread over the procs.
 
-The tree is fixed per actor mesh: ranks ``[0, n)`` are split into ``fanout``
-contiguous chunks, the first rank of each chunk is its head, and the rest of a
-chunk is split the same way below its head.  A slice travels the same tree,
+The tree is fixed per actor mesh: ranks ``[0, n)`` are split into at most
+``fanout`` contiguous chunks (:func:`_chunks`), the first rank of each chunk is
+its head, and the rest of a chunk is split the same way below its head; a chunk
+of one rank is a leaf, delivered to by the hop above.  A slice travels the same tree,
 pruned to the heads that lead to its ranks (a head outside the slice only
 forwards).  Depth is about ``log_fanout(n)``.
 
@@ -64,17 +65,33 @@ def fanout() -> int:
 
 
 def _chunks(lo: int, hi: int, k: int):
-    """``[lo, hi)`` split into at most ``k`` contiguous, near-equal ranges."""
+    """``[lo, hi)`` split into at most ``k`` contiguous ranges (fixed by ``lo, hi, k``
+    alone).  A range of one rank is a leaf its parent delivers to itself; so where one
+    more level suffices (ranges of at most ``k + 1``: a head and its leaves) as few
+    heads as possible are made and the rest are leaves, which keeps the procs whose
+    I/O thread must forward few; above that, near-equal ranges."""
     n = hi - lo
     if n <= 0:
         return
-    parts = min(k, n)
-    q, r = divmod(n, parts)
+    if n <= k:
+        yield from ((i, i + 1) for i in range(lo, hi))
+        return
+    if -(-n // k) > k + 1:                  # balanced: near-equal ranges
+        q, r = divmod(n, k)
+        a = lo
+        for i in range(k):
+            b = a + q + (1 if i < r else 0)
+            yield a, b
+            a = b
+        return
+    m = -(-(n - k) // k)                     # heads of at most k + 1; the rest leaves
+    q, r = divmod(n - (k - m), m)
     a = lo
-    for i in range(parts):
+    for i in range(m):
         b = a + q + (1 if i < r else 0)
         yield a, b
         a = b
+    yield from ((i, i + 1) for i in range(a, hi))
 
 
 class Plan:

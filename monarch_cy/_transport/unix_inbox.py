@@ -170,6 +170,7 @@ class Inbox:
         """Act on what epoll reported (``look``: while fds are still ready); a message
         of a batch if one is waiting."""
         ready = self._ready
+        queued = set(ready) if look else ()      # one set, not a deque scan per fd
         for fd, _ in events:
             if fd == self._lfd:
                 self._accept()
@@ -179,7 +180,7 @@ class Inbox:
                 self._closing = True
             elif fd == self._kfd and self._pending:
                 return self._next_pending()
-            elif fd in self._conns and not (look and fd in ready):
+            elif fd in self._conns and fd not in queued:
                 ready.append(fd)
         return None
 

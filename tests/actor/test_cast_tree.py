@@ -270,3 +270,25 @@ def test_a_relay_passes_a_turns_replies_up_in_one_batch_and_big_ones_alone():
     assert hdr == (REPLY, 99, 3, True) and node.sent[1][1][1:] == [b"big buffer"]
     node._todo.pop()()
     assert 7 not in node._relays and len(node.sent) == 2      # all answered: dropped
+
+
+@pytest.mark.parametrize("n,k", [(17, 16), (31, 16), (128, 16), (272, 16), (1024, 16),
+                                 (5000, 16), (50, 3)])
+def test_chunks_cover_the_range_in_order_and_keep_forwarders_few(n, k):
+    parts = list(cast_tree._chunks(0, n, k))
+    assert len(parts) <= k
+    assert parts[0][0] == 0 and parts[-1][1] == n
+    assert all(a < b and b == c for (a, b), (c, _) in zip(parts, parts[1:] + [(n, n)]))
+    if n <= k * (k + 1):          # one level below suffices: heads of at most k + 1
+        assert all(b - a <= k + 1 for a, b in parts)
+        heads = sum(1 for a, b in parts if b - a > 1)
+        assert heads == -(-(n - k) // k)
+
+
+def test_a_thousand_ranks_need_few_forwarding_procs():
+    n, k = 1024, 16
+    plan = Plan(tuple(range(n)), tuple(f"p{i}" for i in range(n)), range(n), k)
+    forwarders = [p for p, under in plan.below.items()]
+    assert len(forwarders) <= 16 + 16 * 3           # the rest are leaves
+    reached, _ = _walk(plan)
+    assert max(h for _, h in reached.values()) <= 3
