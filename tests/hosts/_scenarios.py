@@ -90,6 +90,34 @@ def mesh3(a):
     return {"hosts": hosts}
 
 
+def tree3(a):
+    """Casts down a tree whose hops cross hosts (run with MONARCH_CY_CAST_FANOUT=2)."""
+    from monarch_cy._actor import cast_tree
+    hm = _attach(a)
+    procs = hm.spawn_procs(per_host={"procs": 3})
+    w = procs.spawn("w", Worker)
+    where = w.where.call().get(30)
+    assert [v["rank"] for v in where.values()] == list(range(9)), where
+    assert cast_tree.fanout() == 2 and w._addrs[0] in cast_tree.ROUTERS
+    plan = w._plan
+    assert len(plan.heads) + len(plan.direct) <= 2
+    for i in range(20):                      # broadcasts, slices and call_ones, in order
+        if i % 3 == 0:
+            w.note.broadcast(i)
+        elif i % 3 == 1:
+            w.slice(hosts=1).note.broadcast(i)
+        else:
+            w.slice(hosts=2, procs=2).note.call_one(i)
+    notes = w.notes.call().get(30).values()
+    for r, got in enumerate(notes):
+        want = [i for i in range(20) if i % 3 == 0 or (i % 3 == 1 and r // 3 == 1)
+                or (i % 3 == 2 and r == 8)]
+        assert got == want, (r, got, want)
+    assert sorted(f.get(30) for f in w.sleep.stream(0.01)) == [0.01] * 9
+    procs.stop().get(15)
+    return {"hosts": [v["host"] for v in where.values()], "heads": len(plan.heads)}
+
+
 def rdma(a):
     hm = _attach(a)
     procs = hm.spawn_procs(per_host={"procs": 1})

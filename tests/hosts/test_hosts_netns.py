@@ -13,6 +13,11 @@ def test_mesh_spanning_three_hosts_calls_and_broadcasts(hosts3):
     assert sorted(set(res["hosts"])) == sorted(hosts3.net.hostnames)
 
 
+def test_casts_go_down_a_tree_across_hosts_in_order(hosts3):
+    res, _ = hosts3.run("tree3", {}, MONARCH_CY_CAST_FANOUT="2")
+    assert len(set(res["hosts"])) == 3 and res["heads"] >= 1
+
+
 def test_rdma_buffer_between_hosts_uses_tcp(hosts3):
     res, _ = hosts3.run("rdma", {})
     assert res["backend"] == "tcp"
