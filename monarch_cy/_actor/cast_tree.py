@@ -247,6 +247,13 @@ class Tracked:
         """The port was dropped (per-call timeout): never confirmed."""
         self._end()
 
+    def unsent(self) -> None:
+        """The call never left (its arguments could not be encoded or sent): it holds
+        nothing up."""
+        if not self.ended:
+            self.ended = True
+            self.router.end(self.path, self.cid, True, False)
+
 
 def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras,
               relay: bool = False) -> None:

@@ -228,13 +228,22 @@ class Endpoint(Generic[P, R]):
                                           len(granks) == len(mesh._addrs),
                                           plan.below if plan is not None else None)
         if plan is None:
-            return self._send_direct(node, granks, procs, collector, args, kwargs,
-                                     want_reply, direct, reply_to, ext)
+            try:
+                return self._send_direct(node, granks, procs, collector, args, kwargs,
+                                         want_reply, direct, reply_to, ext)
+            except TypeError:          # unencodable: never sent, holds nothing up
+                if confirmable:
+                    collector.unsent()
+                raise
+            except BaseException:      # perhaps sent to some: never confirmed
+                if confirmable:
+                    collector.abandoned()
+                raise
         try:
             data, extras = node.encode((args, kwargs), procs)
         except TypeError as e:
             if confirmable:
-                collector.abandoned()
+                collector.unsent()
             raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
                             f"sent: {e}") from e.__cause__
         port_id = node.register_port(collector) if want_reply else 0
@@ -248,6 +257,8 @@ class Endpoint(Generic[P, R]):
         except BaseException:
             if port_id and reply_to is None:
                 node.drop_port(port_id)
+            if confirmable:
+                collector.abandoned()       # perhaps sent to some heads
             raise
         dead = node.dead
         if dead:           # a proc on the route is dead: what lies behind it fails now

@@ -292,3 +292,15 @@ def test_a_thousand_ranks_need_few_forwarding_procs():
     assert len(forwarders) <= 16 + 16 * 3           # the rest are leaves
     reached, _ = _walk(plan)
     assert max(h for _, h in reached.values()) <= 3
+
+
+def test_a_call_that_cannot_be_sent_leaves_the_router_free(tree):
+    import threading
+    m = tree.spawn("rec", Noter)
+    m.note.call(0).get(30)
+    router = cast_tree.ROUTERS[m._addrs[0]]
+    with pytest.raises(TypeError, match="cannot be sent"):
+        m.note.call(threading.Lock())               # down the tree: unpicklable
+    with pytest.raises(TypeError, match="cannot be sent"):
+        m.slice(gpus=2).note.call_one(threading.Lock())   # direct: unpicklable
+    assert router.open == [0, 0] and router.held == [0, 0]
