@@ -40,13 +40,14 @@ def _pdeathsig(sig: int) -> None:
         pass
 
 
-_STOPPING = []
+_stopping = False
 
 
 def _stop(node, hdr, data, extras) -> None:
-    if _STOPPING:            # a second STOP, handled while the first waits: ignore it
+    global _stopping
+    if _stopping:            # a second STOP, handled while the first waits: ignore it
         return
-    _STOPPING.append(True)
+    _stopping = True
     try:
         from monarch_cy._actor import actor_host
         # __cleanup__ of each actor after the messages sent before the stop, bounded

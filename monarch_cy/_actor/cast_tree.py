@@ -44,6 +44,7 @@ import pickle
 import threading
 from bisect import bisect_left
 
+from monarch_cy._transport.node import _buf
 from monarch_cy._transport.protocol import CAST, REPLY, REPLY_BATCH, pack, pack_call
 
 __all__ = ["Plan", "Router", "Tracked", "router_for", "ROUTERS", "forward", "send_tree",
@@ -103,15 +104,13 @@ class Plan:
     dies); ``direct``: ``[(call rank, actor address)]`` the sender delivers to itself
     (one-rank chunks); ``procs``: every proc on the route (targets and forwarders)."""
 
-    __slots__ = ("heads", "direct", "below", "procs", "n")
+    __slots__ = ("heads", "direct", "below", "procs")
 
     def __init__(self, addrs, procs, granks, k: int) -> None:
-        order = sorted(range(len(granks)), key=granks.__getitem__)
-        tg = [granks[i] for i in order]           # target global ranks, sorted
-        local = [order[i] for i in range(len(order))]
+        local = sorted(range(len(granks)), key=granks.__getitem__)  # call ranks, ...
+        tg = [granks[i] for i in local]           # ... by their global rank, sorted
         self.below = {}
         self.procs = set()
-        self.n = len(granks)
 
         def build(lo, hi, i0, i1, up):
             # targets tg[i0:i1] lie in [lo, hi); returns ([(proc, count, bytes)] of the
@@ -124,18 +123,17 @@ class Plan:
                     continue
                 p = procs[a]
                 self.procs.add(p)
+                here = []
                 if tg[j0] == a:                  # rank a is a target: under each hop
                     for f in up:
                         self.below[f].append(p)
+                    here.append((local[j0], addrs[a]))
+                    j0 += 1
                 if b == a + 1:
                     # A leaf of the fixed tree (whatever the slice): the hop above
                     # delivers to its actor, and its proc's I/O thread is not woken.
-                    direct.append((local[j0], addrs[a]))
+                    direct.extend(here)
                     continue
-                here = []
-                if tg[j0] == a:
-                    here.append((local[j0], addrs[a]))
-                    j0 += 1
                 self.below.setdefault(p, [])
                 count = j1 - j0 + len(here)
                 children, leaves = build(a + 1, b, j0, j1, up + (p,)) if j0 < j1 else ([], [])
@@ -215,10 +213,11 @@ class Tracked:
         self.fut = getattr(inner, "fut", None)
         self.futs = getattr(inner, "futs", None)
 
-    def _end(self) -> None:
+    def _end(self, unsent: bool = False) -> None:
         if not self.ended:
             self.ended = True
-            self.router.end(self.path, self.cid, self.left == 0, self.full)
+            self.router.end(self.path, self.cid, unsent or self.left == 0,
+                            self.full and not unsent)
 
     def deliver(self, rank, ok, value) -> bool:
         if rank not in self.got:
@@ -248,11 +247,9 @@ class Tracked:
         self._end()
 
     def unsent(self) -> None:
-        """The call never left (its arguments could not be encoded or sent): it holds
-        nothing up."""
-        if not self.ended:
-            self.ended = True
-            self.router.end(self.path, self.cid, True, False)
+        """The call never left (its arguments could not be encoded): it holds nothing
+        up."""
+        self._end(unsent=True)
 
 
 def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras,
@@ -324,9 +321,8 @@ def stop_down_trees(node, records) -> set:
     for rec in records:
         if not rec.where:
             continue
-        first = next(a for a, r in rec.where.values() if r == 0) \
-            if any(r == 0 for _, r in rec.where.values()) else None
-        router = ROUTERS.pop(first, None) if first is not None else None
+        first = next((a for a, r in rec.where.values() if r == 0), None)
+        router = ROUTERS.pop(first, None)
         if router is None or not router.tree_in_use():
             continue
         plan = router.full_plan()
@@ -364,7 +360,3 @@ def forward(node, hdr, data, frames) -> None:
     for local, addr in here:
         node.send(addr, [pack_call(method, raddr, port_id, local, key, ext, data),
                          *extras])
-
-
-def _buf(f):
-    return f.buffer if hasattr(f, "buffer") else f
