@@ -44,7 +44,6 @@ import pickle
 import threading
 from bisect import bisect_left
 
-from monarch_cy._transport.node import _buf
 from monarch_cy._transport.protocol import CAST, REPLY, REPLY_BATCH, pack, pack_call
 
 __all__ = ["Plan", "Router", "Tracked", "router_for", "ROUTERS", "forward", "send_tree",
@@ -360,3 +359,10 @@ def forward(node, hdr, data, frames) -> None:
     for local, addr in here:
         node.send(addr, [pack_call(method, raddr, port_id, local, key, ext, data),
                          *extras])
+
+
+def _buf(f):
+    # The transport node's helper of the same name, not imported from there:
+    # importing the node pulls the whole transport (and cloudpickle) into every import
+    # of monarch_cy.actor, which must stay free of it.
+    return f.buffer if hasattr(f, "buffer") else f
