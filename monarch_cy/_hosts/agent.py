@@ -52,6 +52,8 @@ from monarch_cy import _config
 from monarch_cy._hosts import protocol as P
 from monarch_cy._transport.secret import ENV, ENV_FILE, load_secret
 
+_HELLO_EVERY_S = 0.5     # a dialing agent's HELLO repeats this often until answered
+
 __all__ = ["Agent", "main"]
 
 log = P.log
@@ -253,14 +255,15 @@ class Agent:
         self._zygote()       # boots (imports the runtime once) while nobody waits
         if self.connect:
             log.info("agent dialing the controller at %s", self.connect)
-            self._send(b"", (P.HELLO, self._info(None)))
         else:
             log.info("agent listening on %s", self.listen)
-        last_hb = 0.0
+        last_hb = last_hello = 0.0
         while True:
             timeouts = [c.timeout for c in self.ctls.values()] or [10.0]
             hb = min(timeouts) / 5
-            for s, _ in self.poller.poll(int(hb * 1000)):
+            dialing = self.connect and not self.served
+            wait = min(hb, _HELLO_EVERY_S) if dialing else hb
+            for s, _ in self.poller.poll(int(wait * 1000)):
                 if s is self.sock:
                     self._drain()
                 elif s is self.zap:
@@ -272,11 +275,19 @@ class Agent:
                                       "agent's job secret is not the controller's",
                                       self.connect)
                             return 2
+                        if ev == "up" and dialing:
+                            last_hello = 0.0     # say HELLO now the handshake is done
                         if ev == "down" and self.connect and self.ctls:
                             self._drop(self.ctls[b""], "disconnected")
                 elif self.zygote is not None and s == self.zygote.status_fd:
                     self._zygote_readable()
             now = time.monotonic()
+            if self.connect and not self.served and now - last_hello >= _HELLO_EVERY_S:
+                # IMMEDIATE drops a send made before the handshake completes, so the
+                # dialing agent repeats HELLO until the controller answers; the
+                # controller ignores repeats from an agent it already knows.
+                last_hello = now
+                self._send(b"", (P.HELLO, self._info(None)))
             P.REFUSALS.flush()
             if now - last_hb >= hb:
                 last_hb = now

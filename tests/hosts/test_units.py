@@ -91,6 +91,39 @@ def test_agent_dialing_nobody_gives_up_naming_the_address():
     assert "tcp://127.0.0.1:9 did not answer within 1 s (no TCP connection)" in r.stderr
 
 
+_LISTEN_LATE = """
+import sys
+from monarch_cy._hosts.attach import ensure_controller_node, get_hub
+from monarch_cy._transport.secret import load_secret
+hub = get_hub(ensure_controller_node("127.0.0.1", load_secret()))
+host, = hub.listen("tcp://127.0.0.1:" + sys.argv[1]).wait(1, 20)
+print("DIALED", host.info["rank"], flush=True)
+"""
+
+
+def test_an_agent_that_dials_before_the_controller_listens_is_heard():
+    # a HELLO sent before the handshake completes is dropped by the socket, so the
+    # agent must repeat it: here nobody listens for the first two seconds
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=ROOT, MONARCH_CY_JOB_SECRET=os.urandom(32).hex())
+    agent = subprocess.Popen([sys.executable, "-m", "monarch_cy._hosts.agent", "--connect",
+                              f"tcp://127.0.0.1:{port}", "--rank", "7",
+                              "--connect-timeout", "40"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.0)
+        r = subprocess.run([sys.executable, "-c", _LISTEN_LATE, str(port)], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "DIALED 7" in r.stdout, r.stderr[-3000:]
+    finally:
+        agent.kill()
+        agent.wait(10)
+
+
 def test_sbatch_script_keeps_the_secret_out():
     job = SlurmJob({"a": 2, "b": 1}, partition="gpu", time_limit="1:00:00",
                    gpus_per_node=8, slurm_args=["--account=x"], log_dir="/tmp")
