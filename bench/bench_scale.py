@@ -13,7 +13,9 @@ For each size, one fresh controller process per system: spawn N procs with one a
 each (``spawn_procs(per_host={"gpus": N})``, ``spawn``, the first ``call`` answered:
 the spawn time), then ``call(1).get()`` to the whole mesh, timed one by one (p50/p99
 wall) and the controller's own CPU time per call (``time.process_time()`` over the
-timed calls: every thread of the controller process, not wall time).  Each system
+timed calls: every thread of the controller process, not wall time); then the same
+for an ``Accumulator`` sum (ours with ``merge=operator.add``: folded on the way back;
+torchmonarch's folds every reply in the controller).  Each system
 runs alone on the machine in turn.  Figures go to ``bench/RESULTS.md`` as ratios.
 """
 
@@ -55,22 +57,42 @@ for _ in range(calls):
     walls.append(time.perf_counter() - t)
 cpu = (time.process_time() - cpu0) / calls
 assert sorted(v.values()) == [1] * n
+import operator
+from %(module)s import Accumulator
+acc = Accumulator(m.ping, 0, operator.add%(acc_kw)s)
+assert acc.accumulate(1).get(%(timeout)d) == n
+acc_walls = []
+cpu0 = time.process_time()
+for _ in range(calls):
+    t = time.perf_counter()
+    total = acc.accumulate(1).get(%(timeout)d)
+    acc_walls.append(time.perf_counter() - t)
+acc_cpu = (time.process_time() - cpu0) / calls
+assert total == n
 walls.sort()
+acc_walls.sort()
 print("RESULT " + json.dumps({"spawn_s": spawn, "p50_s": walls[len(walls) // 2],
                               "p99_s": walls[min(len(walls) - 1, int(len(walls) * 0.99))],
-                              "cpu_per_call_s": cpu}), flush=True)
+                              "cpu_per_call_s": cpu,
+                              "acc_p50_s": acc_walls[len(acc_walls) // 2],
+                              "acc_cpu_per_call_s": acc_cpu}), flush=True)
 try:
     pm.stop().get(120)
 except Exception:
     pass
 """
 
+_MERGE = ", merge=operator.add"      # ours: the sum is folded on the way back
 SYSTEMS = {
-    "monarch_cy": {"module": "monarch_cy.actor", "actors": "_bench_actors", "cls": "Bench"},
+    "monarch_cy": {"module": "monarch_cy.actor", "actors": "_bench_actors", "cls": "Bench",
+                   "acc_kw": _MERGE},
     # the same code with the cast tree off: every actor sent to, and answering, directly
     "monarch_cy-direct": {"module": "monarch_cy.actor", "actors": "_bench_actors",
-                          "cls": "Bench", "env": {"MONARCH_CY_CAST_FANOUT": "0"}},
-    "torchmonarch": {"module": "monarch.actor", "actors": "_bench_actors_monarch", "cls": "MBench"},
+                          "cls": "Bench", "acc_kw": _MERGE,
+                          "env": {"MONARCH_CY_CAST_FANOUT": "0"}},
+    # Monarch's Accumulator folds a stream of every reply in the controller
+    "torchmonarch": {"module": "monarch.actor", "actors": "_bench_actors_monarch",
+                     "cls": "MBench", "acc_kw": ""},
 }
 
 
@@ -113,19 +135,25 @@ def test_cast_and_gather_cost_by_mesh_size(benchmark, n):
     assert "error" not in ours, ours["error"]
     line = (f"\n[scale n={n}] monarch_cy: spawn {ours['spawn_s']:.2f} s, cast+gather p50 "
             f"{ours['p50_s'] * 1e3:.2f} ms p99 {ours['p99_s'] * 1e3:.2f} ms, controller CPU "
-            f"{ours['cpu_per_call_s'] * 1e3:.2f} ms/call")
+            f"{ours['cpu_per_call_s'] * 1e3:.2f} ms/call; Accumulator sum p50 "
+            f"{ours['acc_p50_s'] * 1e3:.2f} ms, CPU {ours['acc_cpu_per_call_s'] * 1e3:.2f} "
+            f"ms/call")
     direct = row.get("monarch_cy-direct")
     if direct is not None and "error" not in direct:
         line += (f"; tree off: p50 {direct['p50_s'] * 1e3:.2f} ms, CPU "
                  f"{direct['cpu_per_call_s'] * 1e3:.2f} ms/call "
-                 f"({direct['cpu_per_call_s'] / ours['cpu_per_call_s']:.2f}x)")
+                 f"({direct['cpu_per_call_s'] / ours['cpu_per_call_s']:.2f}x), sum CPU "
+                 f"{direct['acc_cpu_per_call_s'] * 1e3:.2f} ms/call "
+                 f"({direct['acc_cpu_per_call_s'] / ours['acc_cpu_per_call_s']:.2f}x)")
     theirs = row.get("torchmonarch")
     if theirs is not None and "error" not in theirs:
         line += (f"; torchmonarch: spawn {theirs['spawn_s']:.2f} s "
                  f"({theirs['spawn_s'] / ours['spawn_s']:.1f}x), p50 {theirs['p50_s'] * 1e3:.2f} ms "
                  f"({theirs['p50_s'] / ours['p50_s']:.1f}x), p99 {theirs['p99_s'] * 1e3:.2f} ms, "
                  f"CPU {theirs['cpu_per_call_s'] * 1e3:.2f} ms/call "
-                 f"({theirs['cpu_per_call_s'] / ours['cpu_per_call_s']:.1f}x)")
+                 f"({theirs['cpu_per_call_s'] / ours['cpu_per_call_s']:.1f}x), sum p50 "
+                 f"{theirs['acc_p50_s'] * 1e3:.2f} ms "
+                 f"({theirs['acc_p50_s'] / ours['acc_p50_s']:.1f}x)")
     elif theirs is not None:
         line += f"; torchmonarch failed: {theirs['error']}"
     else:
@@ -146,8 +174,9 @@ def _plot() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     keys = [("spawn_s", "spawn (s)", 1), ("p50_s", "cast+gather p50 (ms)", 1e3),
-            ("cpu_per_call_s", "controller CPU per cast+gather (ms)", 1e3)]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+            ("cpu_per_call_s", "controller CPU per cast+gather (ms)", 1e3),
+            ("acc_cpu_per_call_s", "controller CPU per Accumulator sum (ms)", 1e3)]
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
     for ax, (key, label, scale) in zip(axes, keys):
         for system, by_n in RESULTS.items():
             pts = sorted((n, r[key] * scale) for n, r in by_n.items() if "error" not in r)

@@ -44,7 +44,8 @@ import pickle
 import threading
 from bisect import bisect_left
 
-from monarch_cy._transport.protocol import CAST, REPLY, REPLY_BATCH, pack, pack_call
+from monarch_cy._transport.protocol import (CAST, REPLY, REPLY_BATCH, REPLY_PARTIAL, pack,
+                                            pack_call)
 
 __all__ = ["Plan", "Router", "Tracked", "router_for", "ROUTERS", "forward", "send_tree",
            "CAST", "TREE", "DIRECT"]
@@ -227,6 +228,16 @@ class Tracked:
             self._end()
         return done
 
+    def deliver_partial(self, ranks, value) -> bool:
+        for r in ranks:
+            if r not in self.got:
+                self.got.add(r)
+                self.left -= 1
+        done = self.inner.deliver_partial(ranks, value)
+        if done:
+            self._end()
+        return done
+
     def proc_failed(self, proc, cause) -> bool:
         done = self.inner.proc_failed(proc, cause)
         under = self.below.get(proc) if self.below else None
@@ -251,18 +262,22 @@ class Tracked:
         self._end(unsent=True)
 
 
+NO_RELAY, RELAY, REDUCE = 0, 1, 2     # what forwarders do with the replies
+
+
 def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras,
-              relay: bool = False) -> None:
+              relay: bool = False, reduce: bytes | None = None) -> None:
     """Send a call down ``plan``: one CAST per head (a dead head is skipped; the
     caller fails its subtree).  ``relay``: each rank answers exactly once (not an
     explicit-port endpoint), so the forwarders gather replies and pass them up in
-    batches."""
-    f0 = pack((CAST, name, reply_addr, port_id, key, ext, relay), data)
+    batches, or with ``reduce`` (:func:`.tree_reduce.reduce_spec`) fold them."""
+    mode = (REDUCE if reduce is not None else RELAY) if relay else NO_RELAY
+    f0 = pack((CAST, name, reply_addr, port_id, key, ext, mode), data)
     dead = node.dead
     for proc, _, route in plan.heads:
         if dead and proc in dead:
             continue
-        node.send(proc, [f0, route, *extras])
+        node.send(proc, [f0, route, *([reduce] if mode == REDUCE else ()), *extras])
     for local, addr in plan.direct:
         node.send(addr, [pack_call(name, reply_addr, port_id, local, key, ext, data),
                          *extras])
@@ -295,6 +310,13 @@ class Relay:
     def take_batch(self, items) -> None:
         self.left -= len(items)
         self.buf.extend(items)
+        self._soon()
+
+    def take_partial(self, ranks, data, extras) -> None:
+        """A fold from below (a forwarder that could fold when this one could not)."""
+        self.left -= len(ranks)
+        self.node.send(self.addr, [pack((REPLY_PARTIAL, self.port, ranks), data),
+                                   *[_buf(f) for f in extras]])
         self._soon()
 
     def _soon(self) -> None:
@@ -338,20 +360,32 @@ def forward(node, hdr, data, frames) -> None:
     this proc's own actor (its messages keep their order: one pump, one connection
     per destination).  A child that cannot be reached is logged; the controller
     fails what waited on it when it learns the proc died."""
-    _, method, raddr, port_id, key, ext, relay = hdr[:7]
+    _, method, raddr, port_id, key, ext, mode = hdr[:7]
     here, children = pickle.loads(_buf(frames[0]))
-    extras = [_buf(f) for f in frames[1:]]
-    if relay:        # replies from here and below come to us, and go up in batches
+    spec = [_buf(frames[1])] if mode == REDUCE else []
+    extras = [_buf(f) for f in frames[1 + len(spec):]]
+    if mode:         # replies from here and below come to us, and go up in batches
         pid = next(node._port_ids)
-        node._relays[pid] = Relay(node, raddr, port_id,
-                                  len(here) + sum(c for _, c, _ in children), pid)
+        left = len(here) + sum(c for _, c, _ in children)
+        relay = None
+        if mode == REDUCE:
+            from monarch_cy._actor.tree_reduce import ReduceRelay
+            try:
+                relay = ReduceRelay(node, raddr, port_id, key, left, pid, method, spec[0])
+            except Exception as e:  # noqa: BLE001 - not here: the controller folds
+                from monarch_cy._log import logger
+                logger("actor").warning("cannot fold replies of %s here (%s: %s); "
+                                        "passing them up", method, type(e).__name__, e)
+        if relay is None:
+            relay = Relay(node, raddr, port_id, left, pid)
+        node._relays[pid] = relay
         raddr, port_id = node.addr, pid
-        hdr = (CAST, method, raddr, port_id, key, ext, relay)
+        hdr = (CAST, method, raddr, port_id, key, ext, mode)
     if children:
         f0 = pack(hdr, data)
         for proc, _, route in children:
             try:
-                node.send(proc, [f0, route, *extras])
+                node.send(proc, [f0, route, *spec, *extras])
             except Exception as e:  # noqa: BLE001 - the rest of the cast goes on
                 from monarch_cy._log import logger
                 logger("actor").error("cannot forward a call of %s to proc %s: %s",

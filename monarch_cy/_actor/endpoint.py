@@ -9,7 +9,8 @@ Adverbs (all send at once; none blocks except ``Future.get``):
 * ``broadcast(*a, **kw)`` -> None; fire and forget (errors are logged by the actor).
 * ``stream(*a, **kw)``    -> iterator of ``Future[R]`` in *arrival* order.
 * ``Accumulator(ep, identity, combine).accumulate(*a, **kw)`` -> ``Future``:
-  ``combine`` folds the replies in arrival order, starting from ``identity``.
+  ``combine`` folds the replies in arrival order, starting from ``identity``; with
+  ``merge=`` large meshes fold on the way back (:mod:`.tree_reduce`).
 
 Per-call timeouts: ``mesh.ep.with_timeout(s).call(...)`` (any adverb with a reply):
 a call not answered within ``s`` seconds fails with ``TimeoutError`` and its state
@@ -25,12 +26,13 @@ import pickle
 from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generic,
                     Iterator, ParamSpec, TypeVar, overload)
 
-from monarch_cy._actor import cast_tree
+from monarch_cy._actor import cast_tree, tree_reduce
+from monarch_cy._actor.cast_send import send_routed
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
 from monarch_cy._transport.protocol import pack_call
 from monarch_cy._actor.ports import (AccumCollector, GatherCollector, OneCollector,
-                                     StreamCollector)
+                                     ReduceCollector, StreamCollector)
 
 __all__ = ["endpoint", "EndpointProperty", "Endpoint", "Accumulator", "send"]
 
@@ -192,7 +194,7 @@ class Endpoint(Generic[P, R]):
         return node, procs, True
 
     def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True,
-              direct=True, reply_to=None, ext=False):
+              direct=True, reply_to=None, ext=False, reduce=None):
         mesh = self._mesh
         if want_reply:
             _check_self(mesh, granks, collector)
@@ -203,80 +205,11 @@ class Endpoint(Generic[P, R]):
                 router = cast_tree.router_for(mesh) if big else \
                     cast_tree.ROUTERS.get(mesh._addrs[0])
                 if router is not None:
-                    return self._send_routed(node, router, big, granks, procs, collector,
-                                             args, kwargs, want_reply, direct, reply_to,
-                                             mesh._ext if ext is False else ext)
+                    return send_routed(self, node, router, big, granks, procs, collector,
+                                       args, kwargs, want_reply, direct, reply_to,
+                                       mesh._ext if ext is False else ext, reduce)
         return self._send_direct(node, granks, procs, collector, args, kwargs, want_reply,
                                  direct, reply_to, mesh._ext if ext is False else ext)
-
-    def _send_routed(self, node, router, big, granks, procs, collector, args, kwargs,
-                     want_reply, direct, reply_to, ext):
-        """A call to a mesh the controller has cast to down a tree: down the tree, or
-        directly when that cannot reorder it (see :mod:`.cast_tree`)."""
-        mesh = self._mesh
-        confirmable = want_reply and reply_to is None
-        path, cid = router.start(cast_tree.TREE if big else cast_tree.DIRECT, confirmable)
-        plan = None
-        if path == cast_tree.TREE:
-            plan = mesh._plan if big else None
-            if plan is None:
-                plan = cast_tree.Plan(mesh._addrs, mesh._procs, granks, router.k)
-                if big:
-                    mesh._plan = plan
-        if confirmable:
-            collector = cast_tree.Tracked(collector, router, path, cid, len(granks),
-                                          len(granks) == len(mesh._addrs),
-                                          plan.below if plan is not None else None)
-        if plan is None:
-            try:
-                return self._send_direct(node, granks, procs, collector, args, kwargs,
-                                         want_reply, direct, reply_to, ext)
-            except TypeError:          # unencodable: never sent, holds nothing up
-                if confirmable:
-                    collector.unsent()
-                raise
-            except BaseException:      # perhaps sent to some: never confirmed
-                if confirmable:
-                    collector.abandoned()
-                raise
-        try:
-            data, extras = node.encode((args, kwargs), procs)
-        except TypeError as e:
-            if confirmable:
-                collector.unsent()
-            raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
-                            f"sent: {e}") from e.__cause__
-        port_id = node.register_port(collector) if want_reply else 0
-        key = node.key
-        addr = node.direct_addr if direct else node.addr
-        if reply_to is not None:
-            addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
-        try:
-            cast_tree.send_tree(node, plan, self._name, addr, port_id, key, ext, data,
-                                extras, confirmable and not self._explicit)
-        except BaseException:
-            if port_id and reply_to is None:
-                node.drop_port(port_id)
-            if confirmable:
-                collector.abandoned()       # perhaps sent to some heads
-            raise
-        dead = node.dead
-        if dead:           # a proc on the route is dead: what lies behind it fails now
-            lost = [p for p in list(dead) if p in plan.procs]
-            for p in lost:
-                _seen(p)
-                if want_reply and reply_to is None and collector.proc_failed(p, dead[p]):
-                    node.drop_port(port_id)
-                    break
-            if lost and not want_reply:
-                from monarch_cy._log import logger
-                logger("actor").warning(
-                    "%s.%s: not delivered behind dead proc(s) %s (respawn them)",
-                    mesh._name, self._name, ", ".join(map(str, lost)))
-            node.wake_direct()
-        if want_reply and self._timeout is not None:
-            self._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
-        return port_id
 
     def _send_direct(self, node, granks, procs, collector, args, kwargs, want_reply,
                      direct, reply_to, ext):
@@ -413,13 +346,19 @@ class Endpoint(Generic[P, R]):
                    args, kwargs, direct=direct)
         return iter(futs)
 
-    def _accumulate(self, identity, combine, args, kwargs) -> Future:
+    def _accumulate(self, identity, combine, args, kwargs, merge=None,
+                    spec=None) -> Future:
         mesh = self._mesh
         granks = mesh._granks()
         node, procs, direct = self._prepare(granks)
         fut = Future._make(node if direct else None)
-        col = AccumCollector(fut, mesh._shape.extent, procs, mesh._name, identity, combine)
-        self._send(node, granks, procs, col, args, kwargs, direct=direct)
+        if merge is None:
+            col = AccumCollector(fut, mesh._shape.extent, procs, mesh._name, identity,
+                                 combine)
+        else:            # a fresh identity per call, as each forwarder gets one
+            col = ReduceCollector(fut, mesh._shape.extent, procs, mesh._name,
+                                  pickle.loads(spec)[0], combine, merge)
+        self._send(node, granks, procs, col, args, kwargs, direct=direct, reduce=spec)
         return fut
 
     def __repr__(self):
@@ -470,11 +409,22 @@ class Accumulator(Generic[P, R, A]):
     """``Accumulator(mesh.endpoint, identity, combine)``: fold replies of all actors.
 
     ``accumulate(*args, **kwargs)`` calls every actor and returns a Future of
-    ``combine(...combine(combine(identity, r_a), r_b)..., r_z)`` in arrival order.
+    ``combine(...combine(combine(identity, r_a), r_b)..., r_z)`` in arrival order,
+    folded in the caller's process (Monarch's semantics).
+
+    ``merge`` (ours; optional) is how two partial folds join: ``merge(a1, a2) -> A``,
+    associative and commutative, with ``identity`` its identity (for a sum,
+    ``merge=operator.add``).  With it, a call cast down a tree (meshes larger than
+    ``MONARCH_CY_CAST_FANOUT``) is folded on the way back: each forwarder folds its
+    subtree's replies with ``combine`` and sends one value up, so the caller's work per
+    call stops growing with the mesh.  ``identity``, ``combine`` and ``merge`` are
+    then pickled by value (``TypeError`` here when they cannot be) and run on the
+    forwarders' I/O threads: keep them quick and non-blocking.
     """
 
     def __init__(self, endpoint: "Endpoint[P, R]", identity: A,
-                 combine: Callable[[A, R], A]) -> None:
+                 combine: Callable[[A, R], A], *,
+                 merge: Callable[[A, A], A] | None = None) -> None:
         if isinstance(endpoint, EndpointProperty):
             raise TypeError(f"Accumulator needs the endpoint of an actor mesh "
                             f"(mesh.{endpoint._name}), not the class attribute "
@@ -484,7 +434,13 @@ class Accumulator(Generic[P, R, A]):
                             f"not {endpoint!r}")
         if not callable(combine):
             raise TypeError(f"combine must be callable, not {combine!r}")
+        if merge is not None and not callable(merge):
+            raise TypeError(f"merge must be callable or None, not {merge!r}")
         self._endpoint, self._identity, self._combine = endpoint, identity, combine
+        self._merge = merge
+        self._spec = None if merge is None else \
+            tree_reduce.reduce_spec(identity, combine, merge)
 
     def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> "Future[A]":
-        return self._endpoint._accumulate(self._identity, self._combine, args, kwargs)
+        return self._endpoint._accumulate(self._identity, self._combine, args, kwargs,
+                                          self._merge, self._spec)

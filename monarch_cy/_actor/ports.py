@@ -9,6 +9,7 @@ id are delivered to it by the pumping thread, in arrival order.  Collectors:
   fails the whole call;
 * :class:`StreamCollector` -- n futures resolved in arrival order (``stream``);
 * :class:`AccumCollector` -- folds replies as they arrive (``Accumulator``);
+  :class:`ReduceCollector` also joins folds made on the way back (``merge=``);
 * :class:`PortReceiver` -- user channel (``Channel.open()``), unbounded FIFO.
 
 ``proc_failed(proc_key, cause)`` fails a collector still waiting on that proc and
@@ -25,7 +26,7 @@ from monarch_cy._actor.future import Future
 from monarch_cy._actor.value_mesh import ValueMesh
 
 __all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "GatherCollector",
-           "StreamCollector", "AccumCollector"]
+           "StreamCollector", "AccumCollector", "ReduceCollector"]
 
 R = TypeVar("R")
 
@@ -132,6 +133,37 @@ class AccumCollector(GatherCollector):
             except Exception as e:
                 self.fut._set_exception(e)
                 return True
+        if self.left == 0:
+            self.fut._set_result(self.acc)
+            return True
+        return False
+
+
+class ReduceCollector(AccumCollector):
+    """``Accumulator(..., merge=)``: replies are folded with ``combine`` as they arrive;
+    a cast-tree forwarder's fold of its subtree (``deliver_partial``) joins with
+    ``merge``."""
+
+    __slots__ = ("merge",)
+
+    def __init__(self, fut, shape, procs, actor, identity, combine, merge):
+        super().__init__(fut, shape, procs, actor, identity, combine)
+        self.merge = merge
+
+    def deliver_partial(self, ranks, value) -> bool:
+        got = self.got
+        for r in ranks:
+            if got[r]:                 # never counted twice (a bug, not an input)
+                self.fut._set_exception(RuntimeError(
+                    f"rank {r} of {self.actor} was folded twice on the way back"))
+                return True
+            got[r] = True
+        self.left -= len(ranks)
+        try:
+            self.acc = self.merge(self.acc, value)
+        except Exception as e:
+            self.fut._set_exception(e)
+            return True
         if self.left == 0:
             self.fut._set_result(self.acc)
             return True

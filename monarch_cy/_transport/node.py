@@ -38,7 +38,8 @@ from itertools import count
 from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
-from monarch_cy._transport.protocol import (PROC_DEAD, RELEASE, REPLY, REPLY_BATCH, WAKE,
+from monarch_cy._transport.protocol import (PROC_DEAD, RELEASE, REPLY, REPLY_BATCH,
+                                            REPLY_PARTIAL, WAKE,
                                             pack, unpack)
 from monarch_cy._transport.pump import PumpMixin
 from monarch_cy._transport.senders import HWM, SendMixin
@@ -301,6 +302,14 @@ class Node(Owned, SendMixin, PumpMixin):
                 for rank, ok, value in items:
                     if self._deliver(col, hdr[1], rank, ok, value, ()):
                         break
+            elif kind == REPLY_PARTIAL:
+                col = self._ports.get(hdr[1])
+                if col is None:
+                    relay = self._relays.get(hdr[1])
+                    if relay is not None:
+                        relay.take_partial(hdr[2], data, frames[1:])
+                    return
+                self._deliver(col, hdr[1], hdr[2], True, data, frames[1:], partial=True)
             elif kind == RELEASE:
                 for seg in hdr[2]:
                     self.pool.release(seg, hdr[1])
@@ -314,9 +323,10 @@ class Node(Owned, SendMixin, PumpMixin):
             from monarch_cy._log import logger
             logger("transport").exception("handling a message of kind %r failed", kind)
 
-    def _deliver(self, col, port_id, rank, ok, data, extras) -> bool:
+    def _deliver(self, col, port_id, rank, ok, data, extras, partial=False) -> bool:
         """Decode one reply and give it to its port's collector; True (and the port
-        dropped) when the collector is done."""
+        dropped) when the collector is done.  ``partial``: ``rank`` is the list of
+        call ranks whose replies a forwarder folded into this one value."""
         try:
             value = self.decode(data, extras)
         except Exception as e:      # fail the call, never leave it pending
@@ -327,11 +337,13 @@ class Node(Owned, SendMixin, PumpMixin):
                 f"the {what} of the call arrived but could not be unpickled "
                 f"here: {why}")
             exc.__cause__ = e
+            if partial:
+                rank, partial = rank[0], False
             value = self.remote_error(
                 exc, f"{exc}\n" + "".join(traceback.format_exception(e)),
                 getattr(col, "actor", ""), getattr(col, "rank", rank))
             ok = False
-        if col.deliver(rank, ok, value):
+        if col.deliver_partial(rank, value) if partial else col.deliver(rank, ok, value):
             self._ports.pop(port_id, None)
             return True
         return False

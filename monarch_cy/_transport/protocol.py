@@ -29,7 +29,7 @@ import pickle
 
 __all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
            "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "MESH_CTL",
-           "CC_ENSURE", "CAST", "REPLY_BATCH", "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
+           "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
            "PENDING"]
 
 # -- node message kinds (first item of the header) -----------------------------
@@ -48,10 +48,13 @@ REVIVE = 19        # (REVIVE, proc key): that proc was respawned, calls reach it
 SEEN = 20          # (SEEN, actor addr): a caller has observed that actor's failure
 MESH_CTL = 22      # (MESH_CTL, op, mesh id, reply addr, port id, reply key): mesh views
 CC_ENSURE = 23     # get_or_spawn_controller's registry
-CAST = 24          # (CAST, method, reply addr, port id, reply key, extent, relay) +
-#                    payload; frame 1: this hop's route (monarch_cy._actor.cast_tree)
+CAST = 24          # (CAST, method, reply addr, port id, reply key, extent, mode) +
+#                    payload; frame 1: this hop's route, frame 2 with mode REDUCE the
+#                    fold (monarch_cy._actor.cast_tree, .tree_reduce)
 REPLY_BATCH = 25   # (REPLY_BATCH, port id) + pickled [(rank, ok, pickled value)]: replies
 #                    a cast-tree forwarder gathered from its subtree
+REPLY_PARTIAL = 26  # (REPLY_PARTIAL, port id, [call ranks]) + the encoded fold of those
+#                    ranks' replies (an Accumulator with merge=, folded on the way up)
 
 MAX_HEADER = 0x7FFF
 

@@ -392,6 +392,13 @@ class Noter(Actor):
     def answer(self, port, x):
         port.send(x * 2)
 
+    @endpoint
+    def fail_at(self, rank, x):
+        """``x``, except that the actor of ``rank`` raises."""
+        if current_rank().rank == rank:
+            raise ValueError(f"rank {rank} was told to fail")
+        return x
+
     def __cleanup__(self, exc):
         if self.path:
             with open(f"{self.path}.{current_rank().rank}", "w") as f:

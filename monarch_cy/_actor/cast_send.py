@@ -1,0 +1,87 @@
+"""A controller's call to a mesh it casts to down a tree: which path it takes, and
+sending it there (the tree itself: :mod:`.cast_tree`).
+
+Called by :meth:`Endpoint._send` for every call from the controller to a mesh that
+has a :class:`~.cast_tree.Router` (a mesh larger than the fan-out, or one already
+cast to down its tree).  Non-blocking; raises what the direct path raises
+(``TypeError`` for arguments that cannot be encoded, naming the endpoint).
+"""
+
+from __future__ import annotations
+
+from monarch_cy._actor import cast_tree
+
+__all__ = ["send_routed"]
+
+
+def send_routed(ep, node, router, big, granks, procs, collector, args, kwargs,
+                 want_reply, direct, reply_to, ext, reduce):
+    """A call to a mesh the controller has cast to down a tree: down the tree, or
+    directly when that cannot reorder it (see :mod:`.cast_tree`); ``reduce``: the
+    forwarders fold the replies (:mod:`.tree_reduce`)."""
+    mesh = ep._mesh
+    confirmable = want_reply and reply_to is None
+    path, cid = router.start(cast_tree.TREE if big else cast_tree.DIRECT, confirmable)
+    plan = None
+    if path == cast_tree.TREE:
+        plan = mesh._plan if big else None
+        if plan is None:
+            plan = cast_tree.Plan(mesh._addrs, mesh._procs, granks, router.k)
+            if big:
+                mesh._plan = plan
+    if confirmable:
+        collector = cast_tree.Tracked(collector, router, path, cid, len(granks),
+                                      len(granks) == len(mesh._addrs),
+                                      plan.below if plan is not None else None)
+    if plan is None:
+        try:
+            return ep._send_direct(node, granks, procs, collector, args, kwargs,
+                                   want_reply, direct, reply_to, ext)
+        except TypeError:          # unencodable: never sent, holds nothing up
+            if confirmable:
+                collector.unsent()
+            raise
+        except BaseException:      # perhaps sent to some: never confirmed
+            if confirmable:
+                collector.abandoned()
+            raise
+    try:
+        data, extras = node.encode((args, kwargs), procs)
+    except TypeError as e:
+        if confirmable:
+            collector.unsent()
+        raise TypeError(f"arguments of endpoint {mesh._name}.{ep._name} cannot be "
+                        f"sent: {e}") from e.__cause__
+    port_id = node.register_port(collector) if want_reply else 0
+    key = node.key
+    addr = node.direct_addr if direct else node.addr
+    if reply_to is not None:
+        addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
+    try:
+        cast_tree.send_tree(node, plan, ep._name, addr, port_id, key, ext, data,
+                            extras, confirmable and not ep._explicit, reduce)
+    except BaseException:
+        if port_id and reply_to is None:
+            node.drop_port(port_id)
+        if confirmable:
+            collector.abandoned()       # perhaps sent to some heads
+        raise
+    dead = node.dead
+    lost = [p for p in list(dead) if p in plan.procs] if dead else None
+    if lost:           # a proc on the route is dead: what lies behind it fails now
+        from monarch_cy._actor import supervision
+        for p in lost:
+            supervision.note_seen(p)    # the program is told of the failure
+            if want_reply and reply_to is None and collector.proc_failed(p, dead[p]):
+                node.drop_port(port_id)
+                break
+        if not want_reply:
+            from monarch_cy._log import logger
+            logger("actor").warning(
+                "%s.%s: not delivered behind dead proc(s) %s (respawn them)",
+                mesh._name, ep._name, ", ".join(map(str, lost)))
+        node.wake_direct()
+    if want_reply and ep._timeout is not None:
+        ep._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
+    return port_id
+
