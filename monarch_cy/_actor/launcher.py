@@ -342,8 +342,8 @@ def prestart():
         return None
     with _zlock:
         if _zygote is None:
-            from monarch_cy._actor.controller import transport
-            _zygote = _Zygote(zmq=transport() != "unix")
+            from monarch_cy import _config
+            _zygote = _Zygote(zmq=_config.transport() != "unix")
         return _zygote
 
 

@@ -340,6 +340,12 @@ class HostMesh(MeshTrait):
         ``heartbeat_timeout``: seconds without a heartbeat answer before a proc is
         failed and killed (default ``MONARCH_CY_HEARTBEAT_TIMEOUT`` or 10; 0: off).
         """
+        if self._hosts is None and bootstrap_command is None:
+            made = sys.modules.get("monarch_cy._transport.node")   # not imported yet:
+            made = made and made._node                              # no node, so ours
+            if made is None or made.is_controller:
+                from monarch_cy._actor.launcher import prestart
+                prestart()   # the fork server boots while this process makes its node
         node = get_node()
         if not node.is_controller and self._hosts is None:
             from monarch_cy._actor.handles import spawn_procs_remote
@@ -392,9 +398,6 @@ class HostMesh(MeshTrait):
         remote = None
         if self._hosts is not None:   # one remote host per point; waits for their agents
             remote = self._hosts.resolve(self._shape.global_ranks())
-        else:
-            from monarch_cy._actor.launcher import prestart
-            prestart()       # the zygote boots while this process sets up its node
         procs = []
         st = _State(mid, procs, str(name), restart)
         _ctl.STATES.append(st)
