@@ -225,6 +225,11 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
     _V("MONARCH_CY_HEARTBEAT_TIMEOUT", "seconds0", 10.0, USER,
        "A proc silent this long is failed and killed; `0` turns heartbeats off "
        "(`spawn_procs(heartbeat_timeout=)` wins)."),
+    _V("MONARCH_CY_RUN_DIR", "text", None, USER,
+       "Where the controller makes its private run directory (its procs' `unix://` "
+       "sockets). Unset: `$TMPDIR` when set, else `/dev/shm` when it is a writable tmpfs "
+       "(creating thousands of sockets on a disk file system costs seconds of kernel "
+       "time), else the system's temporary directory."),
     _V("MONARCH_CY_CAST_FANOUT", "int", 16, USER,
        "A call from the controller to more actors than this goes down a tree of the "
        "mesh's procs, each forwarding to at most this many (docs/scale.md); `0` sends to "
@@ -393,6 +398,10 @@ def gpu_unpinned() -> str | None:
 
 def heartbeat_timeout() -> float:
     return get("MONARCH_CY_HEARTBEAT_TIMEOUT")
+
+
+def run_dir() -> str | None:
+    return get("MONARCH_CY_RUN_DIR")
 
 
 def cast_fanout() -> int:

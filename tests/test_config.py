@@ -46,6 +46,7 @@ ACCESSORS = {
     _config.gpu_unpinned: ("GPU_UNPINNED", None, '{"CUDA_VISIBLE_DEVICES": null}',
                            '{"CUDA_VISIBLE_DEVICES": null}'),
     _config.heartbeat_timeout: ("HEARTBEAT_TIMEOUT", 10.0, "0", 0.0),
+    _config.run_dir: ("RUN_DIR", None, "/x/run", "/x/run"),
     _config.cast_fanout: ("CAST_FANOUT", 16, " 4 ", 4),
     _config.supervise_timeout: ("SUPERVISE_TIMEOUT", 10.0, "0.5", 0.5),
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),

@@ -56,3 +56,23 @@ def test_the_run_directory_is_removed_at_a_normal_exit():
                          timeout=60)
     rundir = out.stdout.strip()
     assert rundir and not os.path.exists(rundir), out.stderr
+
+
+def test_the_run_directory_goes_where_it_is_cheap_unless_told(tmp_path, monkeypatch):
+    from monarch_cy._actor import rundir
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.delenv("MONARCH_CY_RUN_DIR", raising=False)
+    on_tmpfs = rundir._writable_tmpfs("/dev/shm")
+    assert rundir.base_dir() == ("/dev/shm" if on_tmpfs else None)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))          # the user's choice wins
+    assert rundir.base_dir() is None
+    monkeypatch.setenv("MONARCH_CY_RUN_DIR", str(tmp_path / "runs"))
+    assert rundir.base_dir() == str(tmp_path / "runs")
+    assert not rundir._writable_tmpfs(str(tmp_path / "nowhere"))
+    # a controller started with MONARCH_CY_RUN_DIR makes its directory there
+    (tmp_path / "runs").mkdir()
+    code = ("from monarch_cy._actor.controller import get_node\n"
+            "print(get_node().rundir, flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ))
+    assert out.stdout.strip().startswith(str(tmp_path / "runs") + "/mcy-"), out.stderr
