@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from bisect import bisect_left
 
 from monarch_cy._transport.protocol import (CAST, REPLY, REPLY_BATCH, REPLY_PARTIAL, pack,
@@ -53,6 +54,7 @@ __all__ = ["Plan", "Router", "Tracked", "router_for", "ROUTERS", "forward", "sen
 TREE, DIRECT = 0, 1
 ROUTERS: dict = {}        # first actor address of a mesh -> its Router (controller only)
 _FANOUT = None
+_ALIVE_EVERY_S = 0.25     # how often answered calls may count as heartbeats
 _dumps = pickle.dumps
 
 
@@ -149,7 +151,8 @@ class Router:
     """Which path each call from this controller to one actor mesh takes (see the
     module docstring).  Thread-safe; the pump ends calls, callers start them."""
 
-    __slots__ = ("addrs", "procs", "k", "open", "held", "ids", "lock", "_full")
+    __slots__ = ("addrs", "procs", "k", "open", "held", "ids", "lock", "_full",
+                 "_alive_at")
 
     def __init__(self, addrs, procs, k: int) -> None:
         self.addrs, self.procs, self.k = addrs, procs, k
@@ -158,6 +161,7 @@ class Router:
         self.ids = 0
         self.lock = threading.Lock()
         self._full = None
+        self._alive_at = 0.0
 
     def start(self, prefer: int, reply: bool):
         """Pick the path of a new call and count it: ``(path, call id)``."""
@@ -179,6 +183,22 @@ class Router:
                 self.held[path] = max(self.held[path], cid)
             elif full and self.held[path] and self.held[path] < cid:
                 self.held[path] = 0
+        if confirmed and full:
+            self._alive()
+
+    def _alive(self) -> None:
+        # Every proc of the mesh answered: as good as a heartbeat from each (their
+        # interpreters run), so the heartbeat tick skips them for a while
+        # (monarch_cy._actor.heartbeat); at most a few times a second.
+        now = time.monotonic()
+        if now - self._alive_at < _ALIVE_EVERY_S:
+            return
+        self._alive_at = now
+        from monarch_cy._actor.controller import LIVE_PROCS
+        for key in set(self.procs):
+            p = LIVE_PROCS.get(key)
+            if p is not None:
+                p.last_seen = now
 
     def tree_in_use(self) -> bool:
         with self.lock:

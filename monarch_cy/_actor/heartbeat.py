@@ -11,6 +11,12 @@ is wedged (an endpoint deadlocked inside C code that holds the GIL).  An endpoin
 thread blocked *without* the GIL leaves the pump answering: bound such calls with
 per-call timeouts (``endpoint.with_timeout(s)``) instead.
 
+A proc heard from within the last interval is not sent one: an answer to a
+heartbeat, or a call to a large mesh (cast down its tree, :mod:`.cast_tree`) that
+every actor of it answered, which proves each proc's interpreter runs.  So a
+training loop calling a mesh of 1,024 procs pays for no heartbeats at all, and an
+idle mesh is still watched.
+
 ``timeout``: ``spawn_procs(heartbeat_timeout=...)``, else
 ``MONARCH_CY_HEARTBEAT_TIMEOUT`` (seconds, default 10; 0 turns heartbeats off).
 It also covers start-up: a proc that does not answer its first heartbeat within
@@ -177,6 +183,8 @@ def start(node, state, timeout: float, on_silent) -> None:
                     continue
             elif quiet <= timeout:
                 p.cpu_sample = None
+                if now - p.last_seen < interval and p.up.is_set():
+                    continue      # it answered lately (a call, see below): no need
             try:
                 node.send(p.key, [_pack((HEARTBEAT,))])
             except Exception:

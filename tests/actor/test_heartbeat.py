@@ -65,3 +65,38 @@ def test_a_big_message_does_not_get_a_healthy_proc_killed(hook):
 def test_sample_reads_this_process():
     state, cpu, wchan = heartbeat._sample(os.getpid())
     assert state in ("R", "S") and cpu > 0 and isinstance(wchan, str)
+
+
+def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
+    import time
+    from monarch_cy._actor import cast_tree
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport.protocol import HEARTBEAT, unpack
+    from _actors import Noter
+    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
+    monkeypatch.setattr(cast_tree, "_ALIVE_EVERY_S", 0.02)
+    # interval 0.1 s: ten heartbeats a second per proc when none is skipped
+    pm = this_host().spawn_procs(per_host={"gpus": 6}, heartbeat_timeout=0.4)
+    try:
+        m = pm.spawn("n", Noter)
+        m.note.call(0).get(30)
+        node = get_node()
+        beats = []
+        real = node.send
+
+        def counting(addr, frames):
+            if unpack(frames[0])[0][0] == HEARTBEAT:
+                beats.append(addr)
+            return real(addr, frames)
+        monkeypatch.setattr(node, "send", counting)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:          # a busy loop of whole-mesh calls
+            m.note.call(1).get(10)
+        busy = len(beats)
+        time.sleep(1.0)                        # idle: the heartbeats come back
+        idle = len(beats) - busy
+        assert busy <= 6, f"{busy} heartbeats while every proc kept answering"
+        assert idle >= 6 * 5, f"only {idle} heartbeats to 6 idle procs in 1 s"
+        assert m.note.call(2).get(10).values() == [2] * 6
+    finally:
+        pm.stop().get(30)
