@@ -35,14 +35,9 @@ SIZES = [int(s) for s in os.environ.get("BENCH_SCALE_SIZES", "8,32,128,512").spl
 CALLS = int(os.environ.get("BENCH_SCALE_CALLS", "200"))
 TIMEOUT_S = 900
 
-SCRIPT = r"""
-import json, sys, time
-sys.path.insert(0, %(here)r)
-n, calls = int(sys.argv[1]), int(sys.argv[2])
-t0 = time.perf_counter()
-from %(module)s import this_host
-from %(actors)s import %(cls)s as Bench
-pm = this_host().spawn_procs(per_host={"gpus": n})
+# After the mesh is made: the first call (the end of the spawn time), the timed calls,
+# the Accumulator, the RESULT line.  Shared with bench_scale_hosts.py.
+MEASURE = r"""
 m = pm.spawn("b", Bench)
 first = m.ping.call(0).get(%(timeout)d)
 spawn = time.perf_counter() - t0
@@ -81,6 +76,16 @@ try:
 except Exception:
     pass
 """
+
+SCRIPT = r"""
+import json, sys, time
+sys.path.insert(0, %(here)r)
+n, calls = int(sys.argv[1]), int(sys.argv[2])
+t0 = time.perf_counter()
+from %(module)s import this_host
+from %(actors)s import %(cls)s as Bench
+pm = this_host().spawn_procs(per_host={"gpus": n})
+""" + MEASURE
 
 _MERGE = ", merge=operator.add"      # ours: the sum is folded on the way back
 SYSTEMS = {
@@ -168,8 +173,12 @@ def test_cast_and_gather_cost_by_mesh_size(benchmark, n):
 
 def _plot() -> None:
     path = os.environ.get("BENCH_SCALE_PLOT")
-    if not path or not RESULTS:
-        return
+    if path and RESULTS:
+        plot(RESULTS, path, "procs (one actor each)")
+
+
+def plot(results: dict, path: str, xlabel: str) -> None:
+    """Cost against mesh size, one line per system (matplotlib PNG at ``path``)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -178,13 +187,13 @@ def _plot() -> None:
             ("acc_cpu_per_call_s", "controller CPU per Accumulator sum (ms)", 1e3)]
     fig, axes = plt.subplots(1, 4, figsize=(18, 4))
     for ax, (key, label, scale) in zip(axes, keys):
-        for system, by_n in RESULTS.items():
+        for system, by_n in results.items():
             pts = sorted((n, r[key] * scale) for n, r in by_n.items() if "error" not in r)
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=system)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("procs (one actor each)")
+        ax.set_xlabel(xlabel)
         ax.set_title(label)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
