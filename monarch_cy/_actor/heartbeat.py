@@ -11,7 +11,12 @@ is wedged (an endpoint deadlocked inside C code that holds the GIL).  An endpoin
 thread blocked *without* the GIL leaves the pump answering: bound such calls with
 per-call timeouts (``endpoint.with_timeout(s)``) instead.
 
-A proc heard from within the last interval is not sent one: an answer to a
+Many procs due a heartbeat at once get it down the cast tree
+(:mod:`.heartbeat_tree`): the controller sends a few messages, not one per proc; a
+proc that did not answer a tree heartbeat gets the next one directly, and only
+direct heartbeats lead to a verdict.
+
+A proc heard from within the last half interval is not sent one: an answer to a
 heartbeat, or a call to a large mesh (cast down its tree, :mod:`.cast_tree`) that
 every actor of it answered, which proves each proc's interpreter runs.  So a
 training loop calling a mesh of 1,024 procs pays for no heartbeats at all, and an
@@ -166,11 +171,14 @@ def start(node, state, timeout: float, on_silent) -> None:
     last = [time.monotonic()]
 
     def tick():
+        from monarch_cy._actor import heartbeat_tree
         if state.stopped:
+            heartbeat_tree.PLANS.forget(state)
             return
         now = time.monotonic()
         late = now - last[0] > interval + max(timeout / 2, 0.25)
         last[0] = now
+        due = []
         for p in list(state.procs):
             if p.popen is None or not p.alive or p.silent:
                 continue
@@ -183,8 +191,13 @@ def start(node, state, timeout: float, on_silent) -> None:
                     continue
             elif quiet <= timeout:
                 p.cpu_sample = None
-                if now - p.last_seen < interval and p.up.is_set():
+                if now - p.last_seen < interval / 2 and p.up.is_set():
                     continue      # it answered lately (a call, see below): no need
+            due.append(p)
+        tree, direct = heartbeat_tree.split(due, now)
+        if tree:
+            heartbeat_tree.send(node, state, tree, timeout)
+        for p in direct:
             try:
                 node.send(p.key, [_pack((HEARTBEAT,))])
             except Exception:

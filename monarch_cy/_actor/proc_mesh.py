@@ -48,7 +48,7 @@ class _Proc:
 
     __slots__ = ("rank", "key", "popen", "alive", "state", "starter", "daddr", "started",
                  "last_seen", "silent", "up", "replaced", "reported", "done", "remote",
-                 "cpu_sample")
+                 "cpu_sample", "hb_tree_at")
 
     def __init__(self, rank, key, popen, state, starter=None, daddr=None):
         import threading
@@ -65,6 +65,7 @@ class _Proc:
         self.done = threading.Event()  # its exit has been processed
         self.remote = False            # started by a host agent on another machine
         self.cpu_sample = None         # (state, CPU s) at the last late heartbeat look
+        self.hb_tree_at = 0.0          # when a heartbeat last went down the tree to it
 
 
 class _State:

@@ -29,7 +29,8 @@ import pickle
 
 __all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
            "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "MESH_CTL",
-           "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
+           "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE",
+           "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
            "PENDING"]
 
 # -- node message kinds (first item of the header) -----------------------------
@@ -55,6 +56,8 @@ REPLY_BATCH = 25   # (REPLY_BATCH, port id) + pickled [(rank, ok, pickled value)
 #                    a cast-tree forwarder gathered from its subtree
 REPLY_PARTIAL = 26  # (REPLY_PARTIAL, port id, [call ranks]) + the encoded fold of those
 #                    ranks' replies (an Accumulator with merge=, folded on the way up)
+HB_TREE = 27       # (HB_TREE, answer addr, port id, key, relay life s); frame 1: the
+#                    route: a heartbeat down the tree (monarch_cy._actor.heartbeat_tree)
 
 MAX_HEADER = 0x7FFF
 

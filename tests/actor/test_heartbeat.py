@@ -71,7 +71,7 @@ def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
     import time
     from monarch_cy._actor import cast_tree
     from monarch_cy._actor.controller import get_node
-    from monarch_cy._transport.protocol import HEARTBEAT, unpack
+    from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT, unpack
     from _actors import Noter
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)
     monkeypatch.setattr(cast_tree, "_ALIVE_EVERY_S", 0.02)
@@ -85,7 +85,7 @@ def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
         real = node.send
 
         def counting(addr, frames):
-            if unpack(frames[0])[0][0] == HEARTBEAT:
+            if unpack(frames[0])[0][0] in (HEARTBEAT, HB_TREE):
                 beats.append(addr)
             return real(addr, frames)
         monkeypatch.setattr(node, "send", counting)
@@ -96,7 +96,67 @@ def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
         time.sleep(1.0)                        # idle: the heartbeats come back
         idle = len(beats) - busy
         assert busy <= 6, f"{busy} heartbeats while every proc kept answering"
-        assert idle >= 6 * 5, f"only {idle} heartbeats to 6 idle procs in 1 s"
+        assert idle >= 2 * 4, f"only {idle} heartbeats (to 2 heads) in 1 s of idle"
         assert m.note.call(2).get(10).values() == [2] * 6
+    finally:
+        pm.stop().get(30)
+
+
+def _count_heartbeats(monkeypatch, node):
+    from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT, unpack
+    sent = {HB_TREE: [], HEARTBEAT: []}
+    real = node.send
+
+    def counting(addr, frames):
+        kind = unpack(frames[0])[0][0]
+        if kind in sent:
+            sent[kind].append(addr)
+        return real(addr, frames)
+    monkeypatch.setattr(node, "send", counting)
+    return sent
+
+
+def test_heartbeats_go_down_the_tree_and_a_stopped_forwarder_fails_alone(monkeypatch,
+                                                                         hook):
+    import signal
+    import time
+    from monarch_cy._actor import cast_tree
+    from monarch_cy._actor.cast_tree import Plan
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT
+    from _actors import Noter
+    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
+    pm = this_host().spawn_procs(per_host={"gpus": 9}, heartbeat_timeout=0.8)
+    try:
+        m = pm.spawn("n", Noter)
+        pids = [m.slice(gpus=r).pid.call_one().get(30) for r in range(9)]  # direct
+        node = get_node()
+        sent = _count_heartbeats(monkeypatch, node)
+        time.sleep(1.0)                        # 5 ticks of 0.2 s
+        ticks = len(sent[HB_TREE]) / 2
+        assert ticks >= 3, sent                # two heads a tick, not one per proc
+        assert len(sent[HB_TREE]) + len(sent[HEARTBEAT]) <= 3 * 6, sent
+        assert all(p.up.is_set() for p in pm._state.procs)
+        # head 0 forwards to 1..4: stopped, its subtree is heartbeaten directly and
+        # only the stopped proc fails
+        keys = tuple(p.key for p in pm._state.procs)
+        plan = Plan(keys, keys, range(9), 2)
+        assert plan.heads[0][0] == keys[0] and set(plan.below[keys[0]]) == set(keys[1:5])
+        os.kill(pids[0], signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 10
+            while not hook and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            try:
+                os.kill(pids[0], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        assert hook and hook[0].ranks == (0,), hook
+        assert "stopped" in hook[0].report()
+        assert {keys.index(a) for a in sent[HEARTBEAT]} >= {1, 2, 3, 4}
+        for r in range(1, 9):                  # the rest were never failed
+            assert m.slice(gpus=r).note.call_one(r).get(10) == r
+        assert len(hook) == 1
     finally:
         pm.stop().get(30)
