@@ -12,4 +12,9 @@ scripts/setup-rccl-test.sh
 export MONARCH_CY_VENDOR_WHEELS=${MONARCH_CY_VENDOR_WHEELS:-require}
 # The same for the wheel built and installed in a chroot with no compiler (issue 19).
 export MONARCH_CY_WHEEL_TEST=${MONARCH_CY_WHEEL_TEST:-require}
-exec .venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "$@"
+if [ $# -eq 0 ]; then
+    # The actor tests again at a cast fan-out of 2: every mesh of more than two procs
+    # then spawns, casts, gathers and heartbeats down a tree (docs/scale.md).
+    MONARCH_CY_CAST_FANOUT=2 .venv/bin/python -m pytest tests/actor
+fi

@@ -111,6 +111,8 @@ def worker_main(cfg: dict) -> None:
         node.handlers[cast_tree.CAST] = cast_tree.forward
         from monarch_cy._actor import heartbeat_tree
         node.handlers[heartbeat_tree.HB_TREE] = heartbeat_tree.forward
+        from monarch_cy._actor import spawn_tree
+        node.handlers[spawn_tree.SPAWN_TREE] = spawn_tree.forward
         node.handlers[STOP] = _stop
         node.handlers[supervision.HEARTBEAT] = heartbeat.handle_heartbeat
         node.handlers[supervision.REVIVE] = lambda n, hdr, d, e: n.revive(hdr[1])

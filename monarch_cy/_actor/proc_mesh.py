@@ -165,8 +165,13 @@ class ProcMesh(MeshTrait):
                                                            p.key)
             addrs.append(addr)
             where[p.rank] = (addr, i)
-            hdr = (SPAWN, name, addr, i, ext.labels, ext.sizes, p.rank, owner)
-            node.send(p.key, [_pack(hdr, data), *extras])
+        from monarch_cy._actor import spawn_tree
+        if spawn_tree.use_tree(node, procs):      # a few messages, not one per proc
+            spawn_tree.send(node, procs, name, addrs, ext, owner, data, extras)
+        else:
+            for i, p in enumerate(procs):
+                hdr = (SPAWN, name, addrs[i], i, ext.labels, ext.sizes, p.rank, owner)
+                node.send(p.key, [_pack(hdr, data), *extras])
         if node.is_controller and any(p.popen is not None for p in procs):
             st.meshes.append(_MeshRecord(name, cls, args, kwargs, owner,
                                          ext.labels, ext.sizes, where))

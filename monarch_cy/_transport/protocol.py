@@ -29,7 +29,7 @@ import pickle
 
 __all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
            "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "MESH_CTL",
-           "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE",
+           "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE", "SPAWN_TREE",
            "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
            "PENDING"]
 
@@ -58,6 +58,8 @@ REPLY_PARTIAL = 26  # (REPLY_PARTIAL, port id, [call ranks]) + the encoded fold 
 #                    ranks' replies (an Accumulator with merge=, folded on the way up)
 HB_TREE = 27       # (HB_TREE, answer addr, port id, key, relay life s); frame 1: the
 #                    route: a heartbeat down the tree (monarch_cy._actor.heartbeat_tree)
+SPAWN_TREE = 28    # (SPAWN_TREE, name, labels, sizes, owner) + (cls, args, kwargs);
+#                    frame 1: the route (monarch_cy._actor.spawn_tree)
 
 MAX_HEADER = 0x7FFF
 

@@ -393,6 +393,12 @@ class Noter(Actor):
         port.send(x * 2)
 
     @endpoint
+    def whoami(self):
+        """``(rank, gpus coordinate, pid, len(path))``: where this actor was spawned."""
+        r = current_rank()
+        return r.rank, r["gpus"], os.getpid(), len(self.path) if self.path is not None else None
+
+    @endpoint
     def fail_at(self, rank, x):
         """``x``, except that the actor of ``rank`` raises."""
         if current_rank().rank == rank:

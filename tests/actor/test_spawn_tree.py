@@ -1,0 +1,66 @@
+"""Spawning down the cast tree (monarch_cy._actor.spawn_tree): the controller sends a
+spawn to the heads only, and every actor starts where and as it would have (fan-out
+2 here, so 9 procs make a 3-level tree)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monarch_cy.actor import this_host
+from monarch_cy._actor import cast_tree
+from monarch_cy._transport.protocol import SPAWN, SPAWN_TREE, unpack
+from _actors import Noter
+
+
+@pytest.fixture
+def tree(monkeypatch):
+    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
+    pm = this_host().spawn_procs(per_host={"gpus": 9})
+    yield pm
+    pm.stop().get(30)
+
+
+def _spawns(monkeypatch):
+    from monarch_cy._actor.controller import get_node
+    node = get_node()
+    sent = []
+    real = node.send
+
+    def counting(addr, frames):
+        kind = unpack(frames[0])[0][0]
+        if kind in (SPAWN, SPAWN_TREE):
+            sent.append((kind, addr))
+        return real(addr, frames)
+    monkeypatch.setattr(node, "send", counting)
+    return sent
+
+
+def test_a_large_spawn_leaves_the_controller_as_one_message_per_head(tree, monkeypatch):
+    pids = tree.spawn("p", Noter).pid.call().get(30).values()   # procs up, direct
+    sent = _spawns(monkeypatch)
+    big = "x" * (3 << 20)                  # the argument travels in shared memory
+    m = tree.spawn("t", Noter, big)
+    assert [k for k, _ in sent] == [SPAWN_TREE, SPAWN_TREE], sent
+    got = m.whoami.call().get(30).values()
+    assert [g[:2] for g in got] == [(r, r) for r in range(9)]
+    assert [g[2] for g in got] == pids                 # actor r on proc r
+    assert {g[3] for g in got} == {len(big)}
+    assert m.note.call(7).get(10).values() == [7] * 9
+
+
+def test_a_slice_spawns_down_the_tree_and_a_small_one_directly(tree, monkeypatch):
+    pids = tree.spawn("p", Noter).pid.call().get(30).values()
+    sent = _spawns(monkeypatch)
+    part = tree.slice(gpus=slice(1, 8))     # 7 procs: down the tree
+    m = part.spawn("s", Noter)
+    assert all(k == SPAWN_TREE for k, _ in sent) and len(sent) <= 2, sent
+    got = m.whoami.call().get(30).values()
+    assert [g[:2] for g in got] == [(r, r) for r in range(7)]   # the slice's own ranks
+    assert [g[2] for g in got] == pids[1:8]                     # on procs 1..7
+    sent.clear()
+    two = tree.slice(gpus=slice(3, 5)).spawn("d", Noter)   # 2 procs <= fan-out
+    assert [k for k, _ in sent] == [SPAWN, SPAWN]
+    assert two.note.call(1).get(10).values() == [1, 1]
+    arr = np.arange(10)
+    assert m.note.call(arr).get(10).values()[6].sum() == arr.sum()
