@@ -138,11 +138,7 @@ def test_cast_and_gather_cost_by_mesh_size(benchmark, n):
         RESULTS.setdefault(s, {})[n] = res
     ours = row["monarch_cy"]
     assert "error" not in ours, ours["error"]
-    line = (f"\n[scale n={n}] monarch_cy: spawn {ours['spawn_s']:.2f} s, cast+gather p50 "
-            f"{ours['p50_s'] * 1e3:.2f} ms p99 {ours['p99_s'] * 1e3:.2f} ms, controller CPU "
-            f"{ours['cpu_per_call_s'] * 1e3:.2f} ms/call; Accumulator sum p50 "
-            f"{ours['acc_p50_s'] * 1e3:.2f} ms, CPU {ours['acc_cpu_per_call_s'] * 1e3:.2f} "
-            f"ms/call")
+    line = f"\n[scale n={n}] " + describe(ours)
     direct = row.get("monarch_cy-direct")
     if direct is not None and "error" not in direct:
         line += (f"; tree off: p50 {direct['p50_s'] * 1e3:.2f} ms, CPU "
@@ -150,25 +146,41 @@ def test_cast_and_gather_cost_by_mesh_size(benchmark, n):
                  f"({direct['cpu_per_call_s'] / ours['cpu_per_call_s']:.2f}x), sum CPU "
                  f"{direct['acc_cpu_per_call_s'] * 1e3:.2f} ms/call "
                  f"({direct['acc_cpu_per_call_s'] / ours['acc_cpu_per_call_s']:.2f}x)")
-    theirs = row.get("torchmonarch")
-    if theirs is not None and "error" not in theirs:
-        line += (f"; torchmonarch: spawn {theirs['spawn_s']:.2f} s "
-                 f"({theirs['spawn_s'] / ours['spawn_s']:.1f}x), p50 {theirs['p50_s'] * 1e3:.2f} ms "
-                 f"({theirs['p50_s'] / ours['p50_s']:.1f}x), p99 {theirs['p99_s'] * 1e3:.2f} ms, "
-                 f"CPU {theirs['cpu_per_call_s'] * 1e3:.2f} ms/call "
-                 f"({theirs['cpu_per_call_s'] / ours['cpu_per_call_s']:.1f}x), sum p50 "
-                 f"{theirs['acc_p50_s'] * 1e3:.2f} ms "
-                 f"({theirs['acc_p50_s'] / ours['acc_p50_s']:.1f}x)")
-    elif theirs is not None:
-        line += f"; torchmonarch failed: {theirs['error']}"
-    else:
-        line += "; torchmonarch not importable here (no same-run ratio)"
-    print(line)
+    print(line + against(ours, row.get("torchmonarch")))
+    record({"bench": "scale", "n": n, **row})
+    _plot()
+
+
+def describe(ours: dict) -> str:
+    """One system's figures, for the printed report."""
+    return (f"monarch_cy: spawn {ours['spawn_s']:.2f} s, cast+gather p50 "
+            f"{ours['p50_s'] * 1e3:.2f} ms p99 {ours['p99_s'] * 1e3:.2f} ms, controller CPU "
+            f"{ours['cpu_per_call_s'] * 1e3:.2f} ms/call; Accumulator sum p50 "
+            f"{ours['acc_p50_s'] * 1e3:.2f} ms, CPU {ours['acc_cpu_per_call_s'] * 1e3:.2f} "
+            "ms/call")
+
+
+def against(ours: dict, theirs: dict | None) -> str:
+    """torchmonarch's figures of the same run and its ratios to ours (or why none)."""
+    if theirs is None:
+        return "; torchmonarch not run (not importable, or past BENCH_SCALE_MONARCH_MAX)"
+    if "error" in theirs:
+        return f"; torchmonarch failed: {theirs['error']}"
+    return (f"; torchmonarch: spawn {theirs['spawn_s']:.2f} s "
+            f"({theirs['spawn_s'] / ours['spawn_s']:.1f}x), p50 {theirs['p50_s'] * 1e3:.2f} ms "
+            f"({theirs['p50_s'] / ours['p50_s']:.1f}x), p99 {theirs['p99_s'] * 1e3:.2f} ms, "
+            f"CPU {theirs['cpu_per_call_s'] * 1e3:.2f} ms/call "
+            f"({theirs['cpu_per_call_s'] / ours['cpu_per_call_s']:.1f}x), sum p50 "
+            f"{theirs['acc_p50_s'] * 1e3:.2f} ms "
+            f"({theirs['acc_p50_s'] / ours['acc_p50_s']:.1f}x)")
+
+
+def record(row: dict) -> None:
+    """Append ``row`` to ``MONARCH_CY_BENCH_JSON`` when it is set."""
     out = os.environ.get("MONARCH_CY_BENCH_JSON")
     if out:
         with open(out, "a") as f:
-            f.write(json.dumps({"bench": "scale", "n": n, **{s: r for s, r in row.items()}}) + "\n")
-    _plot()
+            f.write(json.dumps(row) + "\n")
 
 
 def _plot() -> None:

@@ -34,7 +34,7 @@ import time
 
 import pytest
 
-from bench_scale import MEASURE, TIMEOUT_S, plot
+from bench_scale import MEASURE, TIMEOUT_S, against, describe, plot, record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -179,29 +179,9 @@ def test_cast_and_gather_cost_across_hosts(benchmark, cluster, per):
         RESULTS.setdefault(s, {})[n] = res
     ours = row["monarch_cy"]
     assert "error" not in ours, ours["error"]
-    line = (f"\n[scale-hosts {HOSTS}x{per}={n}] monarch_cy: spawn {ours['spawn_s']:.2f} s, "
-            f"p50 {ours['p50_s'] * 1e3:.2f} ms p99 {ours['p99_s'] * 1e3:.2f} ms, CPU "
-            f"{ours['cpu_per_call_s'] * 1e3:.2f} ms/call; sum p50 "
-            f"{ours['acc_p50_s'] * 1e3:.2f} ms, CPU {ours['acc_cpu_per_call_s'] * 1e3:.2f} "
-            "ms/call")
-    theirs = row.get("torchmonarch")
-    if theirs is not None and "error" not in theirs:
-        line += (f"; torchmonarch: spawn {theirs['spawn_s']:.2f} s "
-                 f"({theirs['spawn_s'] / ours['spawn_s']:.1f}x), p50 "
-                 f"{theirs['p50_s'] * 1e3:.2f} ms ({theirs['p50_s'] / ours['p50_s']:.1f}x), "
-                 f"CPU {theirs['cpu_per_call_s'] * 1e3:.2f} ms/call "
-                 f"({theirs['cpu_per_call_s'] / ours['cpu_per_call_s']:.1f}x), sum p50 "
-                 f"{theirs['acc_p50_s'] * 1e3:.2f} ms "
-                 f"({theirs['acc_p50_s'] / ours['acc_p50_s']:.1f}x)")
-    elif theirs is not None:
-        line += f"; torchmonarch failed: {theirs['error']}"
-    else:
-        line += "; torchmonarch not run (not importable, or past BENCH_SCALE_MONARCH_MAX)"
-    print(line)
-    out = os.environ.get("MONARCH_CY_BENCH_JSON")
-    if out:
-        with open(out, "a") as f:
-            f.write(json.dumps({"bench": "scale_hosts", "hosts": HOSTS, "n": n, **row}) + "\n")
+    print(f"\n[scale-hosts {HOSTS}x{per}={n}] " + describe(ours)
+          + against(ours, row.get("torchmonarch")))
+    record({"bench": "scale_hosts", "hosts": HOSTS, "n": n, **row})
     path = os.environ.get("BENCH_SCALE_HOSTS_PLOT")
     if path:
         plot(RESULTS, path, f"procs over {HOSTS} namespace hosts (one actor each)")

@@ -125,14 +125,20 @@ class AccumCollector(GatherCollector):
         if not ok:
             self.fut._set_exception(_err(value))
             return True
-        if not self.got[rank]:
-            self.got[rank] = True
-            self.left -= 1
-            try:
-                self.acc = self.combine(self.acc, value)
-            except Exception as e:
-                self.fut._set_exception(e)
-                return True
+        if self.got[rank]:
+            return False
+        self.got[rank] = True
+        self.left -= 1
+        return self._fold(self.combine, value)
+
+    def _fold(self, fn, value) -> bool:
+        """``acc = fn(acc, value)``; True (the future resolved) when it raised or was
+        the last."""
+        try:
+            self.acc = fn(self.acc, value)
+        except Exception as e:
+            self.fut._set_exception(e)
+            return True
         if self.left == 0:
             self.fut._set_result(self.acc)
             return True
@@ -159,15 +165,7 @@ class ReduceCollector(AccumCollector):
                 return True
             got[r] = True
         self.left -= len(ranks)
-        try:
-            self.acc = self.merge(self.acc, value)
-        except Exception as e:
-            self.fut._set_exception(e)
-            return True
-        if self.left == 0:
-            self.fut._set_result(self.acc)
-            return True
-        return False
+        return self._fold(self.merge, value)
 
 
 class Port(Generic[R]):

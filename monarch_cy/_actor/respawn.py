@@ -149,7 +149,7 @@ def _run(node, st, targets, delay, policy, fut) -> None:
         fut._set_result(list(targets))
     except BaseException as e:  # noqa: BLE001 - delivered through the Future
         if targets:
-            _in_pump_quiet(node, lambda: _give_up_held(node, st, targets, e))
+            _in_pump_quiet(node, lambda e=e: _give_up_held(node, st, targets, e))
         if policy and not st.stopped:
             from monarch_cy._log import logger
             logger("actor").error("restart policy of proc mesh %r failed: %s", st.name, e)

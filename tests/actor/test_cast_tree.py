@@ -16,6 +16,7 @@ from monarch_cy.actor import Accumulator, Channel, SupervisionError, send, this_
 from monarch_cy._actor import cast_tree
 from monarch_cy._actor.cast_tree import DIRECT, TREE, Plan, Router
 from _actors import Noter
+from _sends import count_sends
 
 
 # -- the route ---------------------------------------------------------------------
@@ -106,31 +107,11 @@ def test_an_unconfirmed_call_holds_its_path():
 
 
 # -- real meshes -------------------------------------------------------------------
-@pytest.fixture
-def tree(monkeypatch):
-    """9 procs, fan-out 2: calls to more than 2 actors go down a 3-level tree."""
-    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
-    pm = this_host().spawn_procs(per_host={"gpus": 9})
-    yield pm
-    pm.stop().get(30)
-
-
-def _count_sends(monkeypatch, node):
-    sent = []
-    real = node.send
-
-    def counting(addr, frames):
-        sent.append(addr)
-        return real(addr, frames)
-    monkeypatch.setattr(node, "send", counting)
-    return sent
-
-
 def test_calls_go_down_the_tree_and_every_adverb_answers(tree, monkeypatch):
     from monarch_cy._actor.controller import get_node
     m = tree.spawn("rec", Noter)
     assert m.note.call(0).get(30).values() == [0] * 9
-    sent = _count_sends(monkeypatch, get_node())
+    sent = count_sends(monkeypatch, get_node())
     assert m.note.call(1).get(10).values() == [1] * 9
     assert len(sent) == 2, sent                  # the controller sent to the two heads
     assert sorted(f.get(10) for f in m.note.stream(2)) == [2] * 9

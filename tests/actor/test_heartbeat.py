@@ -71,8 +71,9 @@ def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
     import time
     from monarch_cy._actor import cast_tree
     from monarch_cy._actor.controller import get_node
-    from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT, unpack
+    from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT
     from _actors import Noter
+    from _sends import count_sends
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)
     monkeypatch.setattr(cast_tree, "_ALIVE_EVERY_S", 0.02)
     # interval 0.1 s: ten heartbeats a second per proc when none is skipped
@@ -81,14 +82,7 @@ def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
         m = pm.spawn("n", Noter)
         m.note.call(0).get(30)
         node = get_node()
-        beats = []
-        real = node.send
-
-        def counting(addr, frames):
-            if unpack(frames[0])[0][0] in (HEARTBEAT, HB_TREE):
-                beats.append(addr)
-            return real(addr, frames)
-        monkeypatch.setattr(node, "send", counting)
+        beats = count_sends(monkeypatch, node, (HEARTBEAT, HB_TREE))
         end = time.monotonic() + 1.0
         while time.monotonic() < end:          # a busy loop of whole-mesh calls
             m.note.call(1).get(10)
@@ -102,20 +96,6 @@ def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
         pm.stop().get(30)
 
 
-def _count_heartbeats(monkeypatch, node):
-    from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT, unpack
-    sent = {HB_TREE: [], HEARTBEAT: []}
-    real = node.send
-
-    def counting(addr, frames):
-        kind = unpack(frames[0])[0][0]
-        if kind in sent:
-            sent[kind].append(addr)
-        return real(addr, frames)
-    monkeypatch.setattr(node, "send", counting)
-    return sent
-
-
 def test_heartbeats_go_down_the_tree_and_a_stopped_forwarder_fails_alone(monkeypatch,
                                                                          hook):
     import signal
@@ -125,17 +105,20 @@ def test_heartbeats_go_down_the_tree_and_a_stopped_forwarder_fails_alone(monkeyp
     from monarch_cy._actor.controller import get_node
     from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT
     from _actors import Noter
+    from _sends import count_sends
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)
     pm = this_host().spawn_procs(per_host={"gpus": 9}, heartbeat_timeout=0.8)
     try:
         m = pm.spawn("n", Noter)
         pids = [m.slice(gpus=r).pid.call_one().get(30) for r in range(9)]  # direct
         node = get_node()
-        sent = _count_heartbeats(monkeypatch, node)
+        sent = count_sends(monkeypatch, node, (HB_TREE, HEARTBEAT))
+
+        def to(kind):
+            return [a for k, a in sent if k == kind]
         time.sleep(1.0)                        # 5 ticks of 0.2 s
-        ticks = len(sent[HB_TREE]) / 2
-        assert ticks >= 3, sent                # two heads a tick, not one per proc
-        assert len(sent[HB_TREE]) + len(sent[HEARTBEAT]) <= 3 * 6, sent
+        assert len(to(HB_TREE)) / 2 >= 3, sent  # two heads a tick, not one per proc
+        assert len(sent) <= 3 * 6, sent
         assert all(p.up.is_set() for p in pm._state.procs)
         # head 0 forwards to 1..4: stopped, its subtree is heartbeaten directly and
         # only the stopped proc fails
@@ -154,7 +137,7 @@ def test_heartbeats_go_down_the_tree_and_a_stopped_forwarder_fails_alone(monkeyp
                 pass
         assert hook and hook[0].ranks == (0,), hook
         assert "stopped" in hook[0].report()
-        assert {keys.index(a) for a in sent[HEARTBEAT]} >= {1, 2, 3, 4}
+        assert {keys.index(a) for a in to(HEARTBEAT)} >= {1, 2, 3, 4}
         for r in range(1, 9):                  # the rest were never failed
             assert m.slice(gpus=r).note.call_one(r).get(10) == r
         assert len(hook) == 1

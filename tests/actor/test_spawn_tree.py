@@ -5,35 +5,15 @@ spawn to the heads only, and every actor starts where and as it would have (fan-
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from monarch_cy.actor import this_host
-from monarch_cy._actor import cast_tree
-from monarch_cy._transport.protocol import SPAWN, SPAWN_TREE, unpack
+from monarch_cy._transport.protocol import SPAWN, SPAWN_TREE
 from _actors import Noter
-
-
-@pytest.fixture
-def tree(monkeypatch):
-    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
-    pm = this_host().spawn_procs(per_host={"gpus": 9})
-    yield pm
-    pm.stop().get(30)
+from _sends import count_sends
 
 
 def _spawns(monkeypatch):
     from monarch_cy._actor.controller import get_node
-    node = get_node()
-    sent = []
-    real = node.send
-
-    def counting(addr, frames):
-        kind = unpack(frames[0])[0][0]
-        if kind in (SPAWN, SPAWN_TREE):
-            sent.append((kind, addr))
-        return real(addr, frames)
-    monkeypatch.setattr(node, "send", counting)
-    return sent
+    return count_sends(monkeypatch, get_node(), (SPAWN, SPAWN_TREE))
 
 
 def test_a_large_spawn_leaves_the_controller_as_one_message_per_head(tree, monkeypatch):

@@ -14,19 +14,11 @@ import time
 import numpy as np
 import pytest
 
-from monarch_cy.actor import Accumulator, ActorError, SupervisionError, this_host
-from monarch_cy._actor import cast_tree, ports
+from monarch_cy.actor import Accumulator, ActorError, SupervisionError
+from monarch_cy._actor import ports
 from monarch_cy._actor.tree_reduce import ReduceRelay, reduce_spec
 from monarch_cy._transport.protocol import REPLY, REPLY_PARTIAL, unpack
 from _actors import Noter
-
-
-@pytest.fixture
-def tree(monkeypatch):
-    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
-    pm = this_host().spawn_procs(per_host={"gpus": 9})
-    yield pm
-    pm.stop().get(30)
 
 
 def _watch_controller(monkeypatch):
