@@ -1,7 +1,9 @@
 """monarch_cy.actor: single-controller actors, meshes and futures (Monarch's API shape).
 
 Re-exports only; the implementation lives in :mod:`monarch_cy._actor`.  Importing
-this module is cheap: it imports neither zmq, asyncio nor torch.
+this module is cheap: it imports neither zmq, asyncio nor torch, and the multi-host
+layer (``attach_to_workers``) is imported on first use, so that a program's first
+``spawn_procs`` starts its procs sooner.
 """
 
 from monarch_cy._actor.actor import (Actor, ActorMesh, Context, context, current_actor_name,
@@ -19,7 +21,6 @@ from monarch_cy._actor.proc_mesh import HostMesh, ProcMesh, this_host, this_proc
 from monarch_cy._actor.shape import Extent, Point
 from monarch_cy._actor.supervision import MeshFailure, RestartPolicy, unhandled_fault_hook
 from monarch_cy._actor.value_mesh import ValueMesh
-from monarch_cy._hosts.attach import attach_to_workers
 
 __all__ = [
     "Accumulator",
@@ -58,3 +59,15 @@ __all__ = [
     "this_proc",
     "unhandled_fault_hook",
 ]
+
+
+def __getattr__(name: str):
+    if name == "attach_to_workers":            # the multi-host layer, on first use
+        from monarch_cy._hosts.attach import attach_to_workers
+        globals()[name] = attach_to_workers
+        return attach_to_workers
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
