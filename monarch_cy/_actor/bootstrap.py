@@ -113,6 +113,9 @@ def worker_main(cfg: dict) -> None:
         node.handlers[heartbeat_tree.HB_TREE] = heartbeat_tree.forward
         from monarch_cy._actor import spawn_tree
         node.handlers[spawn_tree.SPAWN_TREE] = spawn_tree.forward
+        from monarch_cy._actor import stop_tree
+        node.handlers[stop_tree.STOP_TREE] = \
+            lambda n, hdr, d, e: stop_tree.forward(n, hdr, d, e, _stop)
         node.handlers[STOP] = _stop
         node.handlers[supervision.HEARTBEAT] = heartbeat.handle_heartbeat
         node.handlers[supervision.REVIVE] = lambda n, hdr, d, e: n.revive(hdr[1])

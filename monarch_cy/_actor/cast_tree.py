@@ -353,18 +353,25 @@ class Relay:
             self.node._relays.pop(self.pid, None)
 
 
-def stop_down_trees(node, records) -> set:
+def stop_down_trees(node, records) -> tuple:
     """``ProcMesh.stop``: ``__stop__`` to the actors of each mesh whose calls may still
-    be on their way down its tree, down that tree (so it arrives after them); returns
-    the actor addresses so reached (the caller posts ``__stop__`` directly to the rest,
-    and each proc's STOP waits for its actors while its pump keeps forwarding)."""
-    done = set()
+    be on their way down its tree, down that tree (so it arrives after them).  Returns
+    ``(reached, idle)``: the actor addresses so reached, and those of meshes with no
+    call of this controller in flight on any path (each proc may stop those itself).
+    The caller posts ``__stop__`` directly to the rest, and each proc's STOP waits for
+    its actors while its pump keeps forwarding."""
+    done, idle = set(), set()
     for rec in records:
         if not rec.where:
             continue
         first = next((a for a, r in rec.where.values() if r == 0), None)
         router = ROUTERS.pop(first, None)
-        if router is None or not router.tree_in_use():
+        if router is None:
+            continue
+        if not router.tree_in_use():
+            with router.lock:
+                if not (router.open[DIRECT] or router.held[DIRECT]):
+                    idle.update(router.addrs)
             continue
         plan = router.full_plan()
         if node.dead and any(p in node.dead for p in plan.procs):
@@ -372,7 +379,7 @@ def stop_down_trees(node, records) -> set:
         data, extras = node.encode(((), {}), (node.key,))
         send_tree(node, plan, "__stop__", "", 0, node.key, None, data, extras)
         done.update(router.addrs)
-    return done
+    return done, idle
 
 
 def forward(node, hdr, data, frames) -> None:

@@ -258,16 +258,27 @@ class ProcMesh(MeshTrait):
             return fut
         from monarch_cy._actor.actor_host import post_to
         from monarch_cy._actor import cast_tree
-        treed = cast_tree.stop_down_trees(node, st.meshes)    # addrs sent __stop__ there
+        from monarch_cy._actor import stop_tree
+        treed, idle = cast_tree.stop_down_trees(node, st.meshes)
+        stops = []
         for p in live:
-            # __stop__ to each actor on the path its calls took (they run first), then
-            # STOP to the proc, which waits for those actors' cleanup.
-            addrs = tuple(rec.where[p.rank][0] for rec in st.meshes
-                          if p.rank in rec.where)
-            for a in addrs:
-                if a not in treed:
-                    post_to(node, a, "__stop__")
-            node.send(p.key, [_pack((STOP, addrs))])
+            # __stop__ to each actor on the path its calls took (they run first), or
+            # none where no call is in flight (the proc posts it itself); then STOP to
+            # the proc, which waits for its actors' cleanup.
+            sent = []
+            for rec in st.meshes:
+                if p.rank in rec.where:
+                    a = rec.where[p.rank][0]
+                    if a not in treed and a not in idle:
+                        post_to(node, a, "__stop__")
+                    if a not in idle:
+                        sent.append(a)
+            stops.append((p, tuple(sent)))
+        if stop_tree.use_tree(node, live):       # a few messages, not one per proc
+            stop_tree.send(node, stops)
+        else:
+            for p, sent in stops:
+                node.send(p.key, [_pack((STOP, sent))])
 
         def kill_rest():
             for p in live:

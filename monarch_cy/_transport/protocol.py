@@ -30,6 +30,7 @@ import pickle
 __all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
            "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "MESH_CTL",
            "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE", "SPAWN_TREE",
+           "STOP_TREE",
            "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
            "PENDING"]
 
@@ -60,6 +61,7 @@ HB_TREE = 27       # (HB_TREE, answer addr, port id, key, relay life s); frame 1
 #                    route: a heartbeat down the tree (monarch_cy._actor.heartbeat_tree)
 SPAWN_TREE = 28    # (SPAWN_TREE, name, labels, sizes, owner) + (cls, args, kwargs);
 #                    frame 1: the route (monarch_cy._actor.spawn_tree)
+STOP_TREE = 29     # (STOP_TREE,); frame 1: the route (monarch_cy._actor.stop_tree)
 
 MAX_HEADER = 0x7FFF
 

@@ -4,6 +4,8 @@ spawn to the heads only, and every actor starts where and as it would have (fan-
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from monarch_cy._transport.protocol import SPAWN, SPAWN_TREE
@@ -44,3 +46,32 @@ def test_a_slice_spawns_down_the_tree_and_a_small_one_directly(tree, monkeypatch
     assert two.note.call(1).get(10).values() == [1, 1]
     arr = np.arange(10)
     assert m.note.call(arr).get(10).values()[6].sum() == arr.sum()
+
+
+def test_a_large_stop_leaves_the_controller_as_one_message_per_head(monkeypatch,
+                                                                    tmp_path):
+    import time
+    from monarch_cy._actor import cast_tree
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport.protocol import STOP, STOP_TREE
+    from monarch_cy.actor import this_host
+    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
+    pm = this_host().spawn_procs(per_host={"gpus": 9})
+    idle = pm.spawn("idle", Noter, str(tmp_path / "idle"))       # all calls answered
+    busy = pm.spawn("busy", Noter, str(tmp_path / "busy"))
+    assert idle.note.call(1).get(30).values() == [1] * 9
+    busy.note.call(1).get(30)
+    for i in (2, 3):
+        busy.note.broadcast(i)                 # still in flight down the tree
+    pids = idle.pid.call().get(30).values()
+    sent = count_sends(monkeypatch, get_node(), (STOP, STOP_TREE))
+    t0 = time.monotonic()
+    pm.stop().get(30)
+    assert [k for k, _ in sent] == [STOP_TREE, STOP_TREE], sent
+    assert time.monotonic() - t0 < 2.5, "the stop waited for the grace period's kill"
+    for r in range(9):                         # every actor cleaned up, in order
+        assert (tmp_path / f"idle.{r}").read_text() == "1", r
+        assert (tmp_path / f"busy.{r}").read_text() == "1,2,3", r
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or \
+            open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
