@@ -162,6 +162,7 @@ class ActorHost:
         self.actor = None
         self.init_error = None
         self.endpoints = {}
+        self._tasks = set()         # running async endpoint calls (held: see _handle)
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name=f"actor-{name}[{rank.rank}]")
 
@@ -274,8 +275,12 @@ class ActorHost:
             if explicit:
                 args = (Port(raddr, port_id, rank, rkey), *args)
             if asy:
-                loop.create_task(self._run_task(fn, args, kwargs, raddr, port_id, rank,
-                                                rkey, explicit, method))
+                task = loop.create_task(self._run_task(fn, args, kwargs, raddr, port_id,
+                                                       rank, rkey, explicit, method))
+                # The loop holds a waiting task only weakly: without this a collection
+                # could destroy one whose awaitable only it references, mid-call.
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
                 return
             result = fn(self.actor, *args, **kwargs)
         except BaseException as e:

@@ -409,3 +409,25 @@ class Noter(Actor):
         if self.path:
             with open(f"{self.path}.{current_rank().rank}", "w") as f:
                 f.write(",".join(map(str, self.seen)))
+
+
+class Hanger(Actor):
+    """An async endpoint that waits on an event only its own coroutine references."""
+
+    def __init__(self):
+        self.events = []
+
+    @endpoint
+    async def hang(self):
+        import asyncio
+        self.events.append("hang")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.events.append("hang ended")
+
+    @endpoint
+    async def collect(self):
+        import gc
+        gc.collect()
+        return list(self.events)

@@ -88,3 +88,25 @@ def test_sync_actor_waiting_on_itself_is_refused(echo):
         one.call_self.call_one(one).get(10)
     # waiting on another actor is fine
     assert one.call_self.call_one(echo.slice(gpus=3)).get(10) == 1
+
+
+def test_a_pending_async_endpoint_survives_a_garbage_collection():
+    # Its task is referenced only by a cycle through the event it awaits: the runtime
+    # must hold it, or a collection destroys it mid-call ("Task was destroyed but it
+    # is pending") and its caller waits for nothing.
+    import time
+    from _actors import Hanger
+    from monarch_cy.actor import this_host
+    pm = this_host().spawn_procs(per_host={"procs": 1})
+    try:
+        m = pm.spawn("hanger", Hanger)
+        pending = m.hang.call_one()
+        deadline = time.monotonic() + 10
+        while m.collect.call_one().get(10) != ["hang"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in range(3):
+            assert m.collect.call_one().get(10) == ["hang"]
+        with pytest.raises(TimeoutError):          # still waiting, not lost
+            pending.get(0.2)
+    finally:
+        pm.stop().get(30)
