@@ -26,7 +26,14 @@ def _torchrun(nproc: int, out, *extra) -> dict:
          f"--nproc_per_node={nproc}", SCRIPT, "--out", str(out), *extra],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    torn_down = "terminate called without an active exception" in run.stderr
+    if run.returncode != 0 and torn_down and out.exists():
+        # torch's own run (no monarch_cy in it) aborted in gloo's teardown after rank 0
+        # had written its result: about one run in fifteen here, barrier or not.  The
+        # training finished, so its loss is the reference; anything else still fails.
+        print(f"\ntorchrun aborted at teardown (exit {run.returncode}); result kept")
+    else:
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     return json.loads(out.read_text())
 
 
