@@ -2,14 +2,14 @@
 sending it there (the tree itself: :mod:`.cast_tree`).
 
 Called by :meth:`Endpoint._send` for every call from the controller to a mesh that
-has a :class:`~.cast_tree.Router` (a mesh larger than the fan-out, or one already
+has a :class:`~.cast_router.Router` (a mesh larger than the fan-out, or one already
 cast to down its tree).  Non-blocking; raises what the direct path raises
 (``TypeError`` for arguments that cannot be encoded, naming the endpoint).
 """
 
 from __future__ import annotations
 
-from monarch_cy._actor import cast_tree
+from monarch_cy._actor import cast_router, cast_tree
 
 __all__ = ["send_routed"]
 
@@ -17,20 +17,20 @@ __all__ = ["send_routed"]
 def send_routed(ep, node, router, big, granks, procs, collector, args, kwargs,
                  want_reply, direct, reply_to, ext, reduce):
     """A call to a mesh the controller has cast to down a tree: down the tree, or
-    directly when that cannot reorder it (see :mod:`.cast_tree`); ``reduce``: the
+    directly when that cannot reorder it (see :mod:`.cast_router`); ``reduce``: the
     forwarders fold the replies (:mod:`.tree_reduce`)."""
     mesh = ep._mesh
     confirmable = want_reply and reply_to is None
-    path, cid = router.start(cast_tree.TREE if big else cast_tree.DIRECT, confirmable)
+    path, cid = router.start(cast_router.TREE if big else cast_router.DIRECT, confirmable)
     plan = None
-    if path == cast_tree.TREE:
+    if path == cast_router.TREE:
         plan = mesh._plan if big else None
         if plan is None:
             plan = cast_tree.Plan(mesh._addrs, mesh._procs, granks, router.k)
             if big:
                 mesh._plan = plan
     if confirmable:
-        collector = cast_tree.Tracked(collector, router, path, cid, len(granks),
+        collector = cast_router.Tracked(collector, router, path, cid, len(granks),
                                       len(granks) == len(mesh._addrs),
                                       plan.below if plan is not None else None)
     if plan is None:

@@ -26,7 +26,7 @@ import pickle
 from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generic,
                     Iterator, ParamSpec, TypeVar, overload)
 
-from monarch_cy._actor import cast_tree, tree_reduce
+from monarch_cy._actor import cast_router, cast_tree, tree_reduce
 from monarch_cy._actor.cast_send import send_routed
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
@@ -166,7 +166,7 @@ class Endpoint(Generic[P, R]):
             if col is None:
                 return
             node.drop_port(port_id)
-            if col.__class__ is cast_tree.Tracked:
+            if col.__class__ is cast_router.Tracked:
                 col.abandoned()
             for f in futs:
                 f._set_exception(TimeoutError(
@@ -201,9 +201,9 @@ class Endpoint(Generic[P, R]):
         if node.is_controller:
             k = cast_tree.fanout()
             big = k and len(granks) > k
-            if big or cast_tree.ROUTERS:
-                router = cast_tree.router_for(mesh) if big else \
-                    cast_tree.ROUTERS.get(mesh._addrs[0])
+            if big or cast_router.ROUTERS:
+                router = cast_router.router_for(mesh) if big else \
+                    cast_router.ROUTERS.get(mesh._addrs[0])
                 if router is not None:
                     return send_routed(self, node, router, big, granks, procs, collector,
                                        args, kwargs, want_reply, direct, reply_to,
@@ -278,8 +278,8 @@ class Endpoint(Generic[P, R]):
             raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
                                    "calls on it are refused")
         proc = mesh._procs[g]
-        if cast_tree.ROUTERS and node.is_controller and \
-                mesh._addrs[0] in cast_tree.ROUTERS:       # cast down a tree before
+        if cast_router.ROUTERS and node.is_controller and \
+                mesh._addrs[0] in cast_router.ROUTERS:       # cast down a tree before
             fut = _make(node)
             self._send(node, (g,), (proc,), OneCollector(fut, proc, mesh._name, g), args,
                        kwargs, ext=ext)
@@ -355,9 +355,9 @@ class Endpoint(Generic[P, R]):
         if merge is None:
             col = AccumCollector(fut, mesh._shape.extent, procs, mesh._name, identity,
                                  combine)
-        else:            # a fresh identity per call, as each forwarder gets one
-            col = ReduceCollector(fut, mesh._shape.extent, procs, mesh._name,
-                                  pickle.loads(spec)[0], combine, merge)
+        else:
+            col = ReduceCollector(fut, mesh._shape.extent, procs, mesh._name, identity,
+                                  combine, merge)
         self._send(node, granks, procs, col, args, kwargs, direct=direct, reduce=spec)
         return fut
 
@@ -438,9 +438,13 @@ class Accumulator(Generic[P, R, A]):
             raise TypeError(f"merge must be callable or None, not {merge!r}")
         self._endpoint, self._identity, self._combine = endpoint, identity, combine
         self._merge = merge
-        self._spec = None if merge is None else \
-            tree_reduce.reduce_spec(identity, combine, merge)
+        self._spec = self._fresh = None
+        if merge is not None:
+            self._spec = tree_reduce.reduce_spec(identity, combine, merge)
+            self._fresh = tree_reduce.by_value(identity)
 
     def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> "Future[A]":
-        return self._endpoint._accumulate(self._identity, self._combine, args, kwargs,
+        # with merge=, a fresh identity per call here too, as each forwarder gets one
+        identity = self._identity if self._fresh is None else pickle.loads(self._fresh)
+        return self._endpoint._accumulate(identity, self._combine, args, kwargs,
                                           self._merge, self._spec)

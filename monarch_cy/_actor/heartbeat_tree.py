@@ -34,8 +34,9 @@ def split(procs, now: float):
     """``(by tree, directly)``: the procs due a heartbeat, split (see the module
     docstring).  Marks those sent down the tree."""
     k = fanout()
-    direct = [p for p in procs if p.hb_tree_at > p.last_seen]  # unanswered last time
-    tree = [p for p in procs if not p.hb_tree_at > p.last_seen]
+    tree, direct = [], []
+    for p in procs:                    # unanswered last time down the tree: directly
+        (direct if p.hb_tree_at > p.last_seen else tree).append(p)
     if not k or len(tree) <= k:
         return [], direct + tree
     for p in tree:

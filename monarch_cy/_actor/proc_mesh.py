@@ -257,9 +257,9 @@ class ProcMesh(MeshTrait):
             fut._set_result(None)
             return fut
         from monarch_cy._actor.actor_host import post_to
-        from monarch_cy._actor import cast_tree
+        from monarch_cy._actor import cast_router
         from monarch_cy._actor import stop_tree
-        treed, idle = cast_tree.stop_down_trees(node, st.meshes)
+        treed, idle = cast_router.stop_down_trees(node, st.meshes)
         stops = []
         for p in live:
             # __stop__ to each actor on the path its calls took (they run first), or

@@ -8,7 +8,7 @@ proc's STOP ends with its exit).  Each target carries the actor addresses the
 controller already sent ``__stop__`` to (down an actor mesh's tree, or directly);
 the proc posts ``__stop__`` to its other actors itself, which is safe because
 those are the actors of meshes with no call of the controller in flight
-(:func:`.cast_tree.stop_down_trees`).
+(:func:`.cast_router.stop_down_trees`).
 
 A proc that dies before passing the stop on leaves its subtree running until the
 stop's grace period ends; then the controller kills every proc still alive, as it

@@ -28,17 +28,24 @@ from __future__ import annotations
 
 import pickle
 
+from monarch_cy._actor.cast_tree import _buf
 from monarch_cy._transport.protocol import REPLY, REPLY_PARTIAL, pack
 
-__all__ = ["reduce_spec", "ReduceRelay"]
+__all__ = ["reduce_spec", "by_value", "ReduceRelay"]
 
 
 def reduce_spec(identity, combine, merge) -> bytes:
     """``(identity, combine, merge)`` pickled by value for the forwarders; a
     ``TypeError`` naming ``merge=`` when they cannot be."""
+    return by_value((identity, combine, merge))
+
+
+def by_value(obj) -> bytes:
+    """``obj`` pickled by value (cloudpickle), or the ``TypeError`` of
+    :func:`reduce_spec`."""
     import cloudpickle
     try:
-        return cloudpickle.dumps((identity, combine, merge), protocol=5)
+        return cloudpickle.dumps(obj, protocol=5)
     except Exception as e:  # noqa: BLE001 - any pickling failure means the same thing
         raise TypeError(f"Accumulator(..., merge=) folds on other processes, so its "
                         f"identity, combine and merge must be picklable by value: "
@@ -127,7 +134,3 @@ class ReduceRelay:
         self.node.send(self.addr, [pack((REPLY_PARTIAL, self.port, self.ranks), data),
                                    *extras])
 
-
-def _buf(f):
-    # as cast_tree._buf: the node's helper is not imported (it pulls the transport in)
-    return f.buffer if hasattr(f, "buffer") else f

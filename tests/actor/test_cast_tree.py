@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from monarch_cy.actor import Accumulator, Channel, SupervisionError, send, this_host
-from monarch_cy._actor import cast_tree
-from monarch_cy._actor.cast_tree import DIRECT, TREE, Plan, Router
+from monarch_cy._actor import cast_router, cast_tree
+from monarch_cy._actor.cast_router import DIRECT, TREE, Router
+from monarch_cy._actor.cast_tree import Plan
 from _actors import Noter
 from _sends import count_sends
 
@@ -218,7 +219,7 @@ def test_a_timed_out_call_down_the_tree_holds_it(tree):
     m.note.call(0).get(30)
     with pytest.raises(TimeoutError):
         m.nap.with_timeout(0.2).call(1, 0.5).get(5)
-    router = cast_tree.ROUTERS[m._addrs[0]]
+    router = cast_router.ROUTERS[m._addrs[0]]
     assert router.tree_in_use()
     assert m.slice(gpus=4).note.call_one(2).get(10) == 2      # after the nap, in order
     assert m.log.call().get(10).values()[4] == [0, 1, 2]
@@ -279,7 +280,7 @@ def test_a_call_that_cannot_be_sent_leaves_the_router_free(tree):
     import threading
     m = tree.spawn("rec", Noter)
     m.note.call(0).get(30)
-    router = cast_tree.ROUTERS[m._addrs[0]]
+    router = cast_router.ROUTERS[m._addrs[0]]
     with pytest.raises(TypeError, match="cannot be sent"):
         m.note.call(threading.Lock())               # down the tree: unpicklable
     with pytest.raises(TypeError, match="cannot be sent"):

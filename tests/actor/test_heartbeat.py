@@ -69,13 +69,13 @@ def test_sample_reads_this_process():
 
 def test_procs_answering_calls_down_the_tree_need_no_heartbeat(monkeypatch):
     import time
-    from monarch_cy._actor import cast_tree
+    from monarch_cy._actor import cast_router, cast_tree
     from monarch_cy._actor.controller import get_node
     from monarch_cy._transport.protocol import HB_TREE, HEARTBEAT
     from _actors import Noter
     from _sends import count_sends
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)
-    monkeypatch.setattr(cast_tree, "_ALIVE_EVERY_S", 0.02)
+    monkeypatch.setattr(cast_router, "_ALIVE_EVERY_S", 0.02)
     # interval 0.1 s: ten heartbeats a second per proc when none is skipped
     pm = this_host().spawn_procs(per_host={"gpus": 6}, heartbeat_timeout=0.4)
     try:

@@ -92,13 +92,13 @@ def mesh3(a):
 
 def tree3(a):
     """Casts down a tree whose hops cross hosts (run with MONARCH_CY_CAST_FANOUT=2)."""
-    from monarch_cy._actor import cast_tree
+    from monarch_cy._actor import cast_router, cast_tree
     hm = _attach(a)
     procs = hm.spawn_procs(per_host={"procs": 3})
     w = procs.spawn("w", Worker)
     where = w.where.call().get(30)
     assert [v["rank"] for v in where.values()] == list(range(9)), where
-    assert cast_tree.fanout() == 2 and w._addrs[0] in cast_tree.ROUTERS
+    assert cast_tree.fanout() == 2 and w._addrs[0] in cast_router.ROUTERS
     plan = w._plan
     assert len(plan.heads) + len(plan.direct) <= 2
     for i in range(20):                      # broadcasts, slices and call_ones, in order
