@@ -131,6 +131,7 @@ def _one_line(exc) -> str:
 
 
 _BUILTIN = BUILTIN
+_loads = pickle.loads
 _msg_set = _message.set
 _log = logger("actor")
 
@@ -271,7 +272,8 @@ class ActorHost:
                 raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
                                      f"{method!r}")
             fn, explicit, asy = ent
-            args, kwargs = node.decode(payload, frames[1:])
+            args, kwargs = _loads(payload) if len(frames) == 1 else \
+                node.decode(payload, frames[1:])
             if explicit:
                 args = (Port(raddr, port_id, rank, rkey), *args)
             if asy:
@@ -287,7 +289,7 @@ class ActorHost:
             self._fail(e, raddr, port_id, rank, rkey, method)
             return
         if port_id and not explicit:
-            node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable(method))
+            node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable, method)
 
     async def _run_task(self, fn, args, kwargs, raddr, port_id, rank, rkey, explicit,
                         method):
@@ -301,18 +303,17 @@ class ActorHost:
             self._fail(e, raddr, port_id, rank, rkey, method)
             return
         if port_id and not explicit:
-            self.node.reply(raddr, port_id, rank, True, result, rkey,
-                            self._unsendable(method))
+            self.node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable,
+                            method)
 
-    def _unsendable(self, method):
-        """How a result of ``method`` that cannot be encoded is answered: an
-        ActorError naming the endpoint, this rank and the cause (the actor goes on)."""
-        def describe(e):
-            cause = f"{type(e).__name__}: {e}"
-            exc = TypeError(f"the result of endpoint {method} on rank {self.rank.rank} of "
-                            f"{self.name} cannot be sent: {cause}")
-            return ActorError(exc, f"{exc}\n", self.name, self.rank.rank, method)
-        return describe
+    def _unsendable(self, e, method):
+        """How a result of ``method`` that could not be encoded (``e``) is answered:
+        an ActorError naming the endpoint, this rank and the cause (the actor goes
+        on)."""
+        cause = f"{type(e).__name__}: {e}"
+        exc = TypeError(f"the result of endpoint {method} on rank {self.rank.rank} of "
+                        f"{self.name} cannot be sent: {cause}")
+        return ActorError(exc, f"{exc}\n", self.name, self.rank.rank, method)
 
     def _malformed(self, frames, exc) -> None:
         """A record whose header cannot be parsed (from an authenticated peer: a bug

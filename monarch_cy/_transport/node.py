@@ -47,6 +47,10 @@ from monarch_cy._transport.senders import HWM, SendMixin
 __all__ = ["Node", "set_node", "current_node"]
 
 _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python layers
+_dumps = pickle.dumps
+# Exact types whose plain pickle is what the transport's pickler would write (no
+# reducer, no out-of-band buffer): a reply of one skips the pickler pool.
+_SCALARS = frozenset((int, float, bool, str, bytes, type(None)))
 
 
 class Node(Owned, SendMixin, PumpMixin):
@@ -227,29 +231,34 @@ class Node(Owned, SendMixin, PumpMixin):
         self._ports.pop(port_id, None)
 
     def reply(self, addr: str, port_id: int, rank, ok: bool, value, receiver_key=None,
-              unsendable=None):
+              unsendable=None, what=None):
         """Send a value (``ok``) or an exception to a port. Thread-safe.
 
         The port always gets an answer: when ``value`` cannot be encoded (any
         exception while pickling it or placing its buffers), it gets an error instead
-        -- ``unsendable(exc)`` when given (the caller names the endpoint and rank),
-        else a ``remote_error`` with the cause -- and when even that cannot be
+        -- ``unsendable(exc, what)`` when given (the caller names the endpoint and
+        rank), else a ``remote_error`` with the cause -- and when even that cannot be
         encoded, a plain-text one.  Never raises for an unencodable value.
         """
-        receivers = (receiver_key or addr,)
         try:
-            data, extras = self.encode(value, receivers)
+            if value.__class__ in _SCALARS:   # plain pickle: no pickler, no buffers
+                data, extras = _dumps(value, 5), ()
+            else:
+                data, extras = self.encode(value, (receiver_key or addr,))
         except Exception as e:  # noqa: BLE001 - the caller must hear of it, whatever it is
-            what, ok = ("result" if ok else "error"), False
+            receivers = (receiver_key or addr,)
+            kind, ok = ("result" if ok else "error"), False
             try:
-                err = unsendable(e) if unsendable is not None else self.remote_error(
-                    None, f"the {what} cannot be sent: {type(e).__name__}: {e}")
+                err = unsendable(e, what) if unsendable is not None else self.remote_error(
+                    None, f"the {kind} cannot be sent: {type(e).__name__}: {e}")
                 data, extras = self.encode(err, receivers)
             except Exception as e2:  # noqa: BLE001
                 data, extras = self.encode(self.remote_error(
                     None, f"the reply cannot be sent: {type(e).__name__}: {e} (and "
                           f"describing that failed: {type(e2).__name__}: {e2})"), ())
-        self.send(addr, [pack((REPLY, port_id, rank, ok), data), *extras])
+        h = _dumps((REPLY, port_id, rank, ok), 5)      # protocol.pack, inlined
+        f0 = len(h).to_bytes(2, "little") + h + data
+        self.send(addr, [f0, *extras] if extras else [f0])
 
     def _flush_releases(self) -> None:
         by_owner = {}

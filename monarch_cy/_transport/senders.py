@@ -48,6 +48,12 @@ class SendMixin:
             c = self._corks.get(threading.get_ident())
             if c is not None:
                 return c.add(addr, frames)
+        if addr[0] == "u" and not self._held:          # the common case, inlined
+            o = self._out.get(addr)
+            if o is not None and not o.closed:
+                if not o.send(frames):
+                    self.call_in_pump(lambda: self._arm_outlet(o))
+                return
         self._send_now(addr, frames)
 
     def _send_now(self, addr: str, frames) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hmac
 import mmap
 import os
@@ -13,9 +14,10 @@ from collections import deque
 
 from monarch_cy import _config
 from monarch_cy._log import RateLimited
+from monarch_cy._transport._unixio import recv_into
 from monarch_cy._transport.unix_records import (
-    _ANC, _BATCH, _MANY, _NONCE, _ONE, _PROOF, _PROOF_LEN, _SPILL, _TRUNC, MAX_RECORD, Again,
-    Closed, fds_of, is_incarnation_of, new_incarnation, path_of, proof, split,
+    _BATCH, _MANY, _NONCE, _ONE, _PROOF, _PROOF_LEN, _SPILL, MAX_RECORD, Again, Closed,
+    is_incarnation_of, new_incarnation, path_of, proof, split,
 )
 
 __all__ = ["Inbox"]
@@ -25,6 +27,7 @@ __all__ = ["Inbox"]
 REFUSALS = RateLimited("transport", "refused unix:// connections")
 _LOOK_S = 0.002             # longest time reading ready connections without epoll
 _SUN_PATH = 107             # the longest socket path (sockaddr_un.sun_path, less its NUL)
+_EAGAIN = -errno.EAGAIN
 
 
 class Inbox:
@@ -110,12 +113,20 @@ class Inbox:
     # -- receiving ---------------------------------------------------------------
     def recv(self, timeout_ms: int = -1) -> list:
         """The next message; blocks up to ``timeout_ms`` (-1: forever, 0: not at all),
-        then raises :class:`Again`.  Raises :class:`Closed` once closing."""
+        then raises :class:`Again`.  Raises :class:`Closed` once closing.
+
+        ``timeout_ms`` 0 asks epoll only when no connection is known to be ready at
+        the call: a call that finds the connections it knew about empty raises
+        :class:`Again` without looking for others.  Whoever drains with 0 therefore
+        waits on :meth:`fileno` (level-triggered: it stays readable while anything is
+        waiting) or calls again before blocking, as the node's pump and an actor's
+        thread do; it saves a system call per message."""
         if self._pending:
             return self._next_pending()
         ready = self._ready
+        knew = timeout_ms == 0 and bool(ready)
         conns = self._conns
-        buf = [self._buf]
+        rbuf, mv = self._buf, self._mv
         clock = time.monotonic
         while True:
             while ready:
@@ -132,26 +143,27 @@ class Inbox:
                 if c is None:
                     ready.popleft()
                     continue
-                try:
-                    n, anc, flags, _ = c[0].recvmsg_into(buf, _ANC)
-                except BlockingIOError:
-                    ready.popleft()
-                    continue
-                except OSError:
-                    self._drop(fd)
-                    continue
-                if n == 0 and not anc:        # EOF: the peer closed
-                    self._drop(fd)
+                fds = []
+                n = recv_into(fd, rbuf, fds)
+                if n <= 0:
+                    if n == _EAGAIN and not fds:
+                        ready.popleft()
+                    else:                     # EOF, a truncated record, an error
+                        self._failed_recv(fd, c, n, fds)
                     continue
                 if len(ready) > 1:
                     ready.rotate(-1)          # one message per connection per turn
-                msg = self._parse(fd, c, n, anc, flags)
+                if c[1] and not fds and rbuf[0] == _ONE:   # the common record
+                    return [bytes(mv[1:n])]
+                msg = self._parse(fd, c, n, fds)
                 if msg is not None:
                     return msg
             if self._closing:
                 if self.closed:
                     self._release()
                 raise Closed(self.addr)
+            if knew:
+                raise Again()
             self._polling = True
             try:
                 events = self._ep.poll(-1 if timeout_ms < 0 else timeout_ms / 1000)
@@ -228,18 +240,14 @@ class Inbox:
             if c is None:
                 self._unproven.pop(fd, None)
                 continue
-            try:
-                n, anc, flags, _ = c[0].recvmsg_into([self._buf], _ANC)
-            except BlockingIOError:
+            fds = []
+            n = recv_into(fd, self._buf, fds)
+            if n == _EAGAIN and not fds:
                 self._refuse(fd, c, f"no proof within {self._auth_timeout:g} s")
-                continue
-            except OSError:
-                self._drop(fd)
-                continue
-            if n == 0 and not anc:
-                self._drop(fd)
+            elif n <= 0:
+                self._failed_recv(fd, c, n, fds)
             else:
-                self._parse(fd, c, n, anc, flags)    # a proof: proven or refused
+                self._parse(fd, c, n, fds)           # a proof: proven or refused
         REFUSALS.flush()
         nxt = [t for t in (next(iter(self._unproven.values()), None), REFUSALS.due())
                if t is not None]
@@ -270,13 +278,23 @@ class Inbox:
                 pass
             c[0].close()
 
-    def _parse(self, fd, c, n, anc, flags):
-        fds = fds_of(anc)
+    def _failed_recv(self, fd, c, n, fds) -> None:
+        """A receive that gave no record: end of file (``n`` 0), a truncated record
+        (``-EMSGSIZE``: refused when it was to be the proof) or an error.  The
+        connection is dropped; descriptors that came with it are closed."""
+        for f in fds:
+            os.close(f)
+        if n == -errno.EMSGSIZE and not c[1]:
+            self._refuse(fd, c, "its first record is not a proof")
+        else:
+            self._drop(fd)
+
+    def _parse(self, fd, c, n, fds):
         mv = self._mv
-        kind = mv[0] if n else -1
+        kind = mv[0]
         try:
             if not c[1]:                      # the first record must be the proof
-                if flags & _TRUNC or kind != _PROOF or n != _PROOF_LEN or fds:
+                if kind != _PROOF or n != _PROOF_LEN or fds:
                     why = "its first record is not a proof"
                 else:
                     nonce = bytes(mv[1:1 + _NONCE])
@@ -292,8 +310,6 @@ class Inbox:
                         return None
                 self._refuse(fd, c, why)
                 return None
-            if flags & _TRUNC:
-                raise ValueError("record truncated")
             if kind == _ONE and not fds:
                 return [bytes(mv[1:n])]
             if kind == _BATCH and not fds:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import array
 import errno
 import os
 import socket
 import threading
 from collections import deque
 
+from monarch_cy._transport._unixio import send_bufs
 from monarch_cy._transport.unix_records import (
-    _FAST_TRIES, _RETRY_FAST, _RETRY_SLOW, _SNDBUF, discard, path_of, proof_record, record,
-    records, resolve,
+    _B_ONE, _FAST_TRIES, _RETRY_FAST, _RETRY_SLOW, _SNDBUF, MAX_RECORD, discard, path_of,
+    proof_record, record, records, resolve,
 )
 
 __all__ = ["Outlet"]
+
+_EAGAIN, _EMSGSIZE = -errno.EAGAIN, -errno.EMSGSIZE
 
 
 class Outlet:
@@ -46,6 +48,9 @@ class Outlet:
         self.armed = False                # a flush is pending in the caller's pump
 
     def send(self, frames) -> bool:
+        f = frames[0]
+        if len(frames) == 1 and len(f) < MAX_RECORD:      # record()'s first case
+            return self._send_records((([_B_ONE, f], -1),))
         return self._send_records((record(frames),))
 
     def send_many(self, msgs) -> bool:
@@ -140,18 +145,13 @@ class Outlet:
     def _push(self, rec) -> bool:
         """Send one record; False when the kernel has no room now (kept by caller)."""
         bufs, mfd = rec
-        try:
-            if mfd < 0:
-                self.sock.sendmsg(bufs)
-            else:
-                self.sock.sendmsg(bufs, [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                          array.array("i", [mfd]))])
-        except (BlockingIOError, InterruptedError):
-            self.want = "write"
-            return False
-        except OSError as e:
-            if e.errno == errno.EMSGSIZE:
-                raise
+        err = send_bufs(self.fd, bufs, mfd)
+        if err:
+            if err == _EAGAIN:
+                self.want = "write"
+                return False
+            if err == _EMSGSIZE:
+                raise OSError(errno.EMSGSIZE, "record larger than the socket takes")
             # The peer went away (EPIPE, ECONNRESET): reconnect later, like zmq does;
             # the node forgets this outlet when it learns the peer is dead.
             self.sock.close()

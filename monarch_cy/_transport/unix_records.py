@@ -26,17 +26,15 @@ Records (first byte is the kind):
 
 from __future__ import annotations
 
-import array
 import base64
 import hashlib
 import hmac
 import os
-import socket
 import struct
 
 __all__ = ["SCHEME", "MAX_RECORD", "Again", "Closed", "path_of", "new_incarnation",
            "is_incarnation_of", "resolve", "proof", "proof_record", "record", "records",
-           "discard", "fds_of", "split"]
+           "discard", "split"]
 
 
 SCHEME = "unix://"
@@ -44,13 +42,11 @@ MAX_RECORD = 60 * 1024             # larger messages are spilled to a memfd
 _TAG = b"monarch_cy unix v2|"
 _NONCE = 16
 _PROOF_LEN = 1 + _NONCE + 32
-_ANC = socket.CMSG_SPACE(array.array("i", [0] * 4).itemsize * 4)
 _SNDBUF = 4 << 20                   # capped by the kernel's wmem_max
 _ONE, _MANY, _SPILL, _PROOF, _BATCH = 0, 1, 2, 3, 4
 _RETRY_FAST, _FAST_TRIES, _RETRY_SLOW = 0.001, 2000, 0.05   # connect retries
 _MAX_IOV = 1000                    # buffers per sendmsg (the kernel's IOV_MAX is 1024)
 _B_ONE = bytes((_ONE,))
-_TRUNC = int(socket.MSG_TRUNC | socket.MSG_CTRUNC)
 
 
 class Again(Exception):
@@ -98,16 +94,6 @@ def proof_record(secret: bytes, path: str, incarnation: str, nonce: bytes | None
         nonce = os.urandom(_NONCE)
     return bytes((_PROOF,)) + nonce + proof(secret, path, incarnation, nonce)
 
-
-
-def fds_of(anc) -> list:
-    fds = []
-    for level, typ, data in anc:
-        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-            a = array.array("i")
-            a.frombytes(data[:len(data) - len(data) % a.itemsize])
-            fds.extend(a)
-    return fds
 
 
 def split(data, lens) -> list:
