@@ -1,21 +1,21 @@
 """Starting procs: a fork server ("zygote") per controller, or one exec per proc.
 
 Default (``MONARCH_CY_START=fork``): the first ``spawn_procs`` starts one zygote,
-``python -m monarch_cy._actor.bootstrap``, which imports zmq and the runtime once
+``monarch_cy._actor.bootstrap`` (see :func:`_default_argv`), which imports the runtime once
 and then forks a worker per request.  A fork costs a few ms instead of a fresh
 interpreter (~130 ms of imports); the zygote is single-threaded and never creates a
 zmq context or imports torch, so forking it is safe.  Each child sets its whole
 environment (per-rank ``CUDA_VISIBLE_DEVICES``...) before running anything else.
 
-``MONARCH_CY_START=exec``: one ``python -m monarch_cy._actor.bootstrap`` per proc.
+``MONARCH_CY_START=exec``: one such bootstrap per proc.
 
 Either way the job secret travels through a stdin pipe, never argv or environ.
 Children are started from one long-lived "launcher" thread: the kernel's
 parent-death signal (``PR_SET_PDEATHSIG``, set by the zygote and the workers) fires
 when the *thread* that forked them exits, so it must be one that lives as long as
 the controller.  ``PYTHONPATH`` is set from the controller's ``sys.path``, so that
-``python -m monarch_cy._actor.bootstrap`` finds ``monarch_cy`` even when the
-controller got it through ``sys.path`` manipulation rather than an install.
+the bootstrap finds the controller's ``monarch_cy`` even when the controller got it
+through ``sys.path`` manipulation rather than an install.
 The zygote reports each fork (``forked <id> <pid>``) and each exit
 (``exit <pid> <status>``) on a status pipe that the controller's pump reads: that
 is where proc deaths are seen (exec mode uses a pidfd per child instead).
@@ -72,6 +72,21 @@ class ProcHandle:
         cb = self._on_exit
         if cb is not None:
             cb(code)
+
+
+# ``python -m`` puts the working directory first on ``sys.path``, ahead of the
+# controller's paths in ``PYTHONPATH``: a ``monarch_cy`` folder there (a source
+# checkout beside an installed wheel) would be the one the procs import.  The
+# default bootstrap drops that entry before importing anything of ours, so procs run
+# the controller's monarch_cy; the name stays in the command line (tools and tests
+# find procs by it).
+_BOOT = ("import sys; del sys.path[0]; "
+         "from monarch_cy._actor.bootstrap import main; main()")
+
+
+def _default_argv() -> list:
+    """The default proc (or zygote) command: this Python running the bootstrap."""
+    return [sys.executable, "-c", _BOOT]
 
 
 def _child_env(env: dict | None = None) -> dict:
@@ -155,7 +170,7 @@ class _Zygote:
         r, w = os.pipe()
         os.set_blocking(r, False)
         self.popen = launch(lambda: subprocess.Popen(
-            [sys.executable, "-m", "monarch_cy._actor.bootstrap"], env=_child_env(),
+            _default_argv(), env=_child_env(),
             stdin=subprocess.PIPE, pass_fds=(w,), close_fds=True, start_new_session=True))
         os.close(w)
         self.status_fd = r
@@ -308,7 +323,7 @@ def start_proc(node, cfg: dict, env: dict, command=None) -> ProcHandle:
     if custom or _mode() == "exec":
         h = ProcHandle()
         argv = (command.argv() if custom else
-                [sys.executable, "-m", "monarch_cy._actor.bootstrap"])
+                _default_argv())
         program = command.program if custom else sys.executable
         popen = launch(lambda: subprocess.Popen(
             argv, executable=program, stdin=subprocess.PIPE,

@@ -212,3 +212,42 @@ def test_bootstrap_command_device_list_on_a_gpu():
         assert list(pm.spawn("t", Torch).devices.call().get(120).values()) == [(1, "0"), (0, "")]
     finally:
         pm.stop().get(10)
+
+
+_DECOY_SCRIPT = r"""
+import os, sys
+from monarch_cy.actor import Actor, endpoint, this_host
+
+class Where(Actor):
+    @endpoint
+    def where(self):
+        import monarch_cy
+        return monarch_cy.__file__
+
+if __name__ == "__main__":
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    files = set(pm.spawn("w", Where).where.call().get(60).values())
+    import monarch_cy
+    print("SAME" if files == {monarch_cy.__file__} else f"OTHER {files}")
+    pm.stop().get(30)
+"""
+
+
+@pytest.mark.parametrize("start", ["fork", "exec"])
+def test_procs_import_the_controllers_monarch_cy_not_one_in_the_working_directory(
+        tmp_path, start):
+    # A source checkout (or any folder named monarch_cy) in the directory the
+    # controller runs from must not be what its procs import.
+    import subprocess
+    decoy = tmp_path / "monarch_cy"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy was imported')\n")
+    script = tmp_path / "scripts" / "ctl.py"
+    script.parent.mkdir()
+    script.write_text(_DECOY_SCRIPT)
+    env = dict(os.environ, MONARCH_CY_START=start)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "SAME", out.stdout + out.stderr
