@@ -57,8 +57,12 @@ def send_routed(ep, node, router, big, granks, procs, collector, args, kwargs,
     addr = node.direct_addr if direct else node.addr
     if reply_to is not None:
         addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
+    dead = node.dead
+    lost = [p for p in list(dead) if p in plan.procs] if dead else None
+    route = cast_tree.route_around(plan, lost, mesh._addrs, mesh._procs, granks,
+                                   router.k) if lost else plan
     try:
-        cast_tree.send_tree(node, plan, ep._name, addr, port_id, key, ext, data,
+        cast_tree.send_tree(node, route, ep._name, addr, port_id, key, ext, data,
                             extras, confirmable and not ep._explicit, reduce)
     except BaseException:
         if port_id and reply_to is None:
@@ -66,8 +70,6 @@ def send_routed(ep, node, router, big, granks, procs, collector, args, kwargs,
         if confirmable:
             collector.abandoned()       # perhaps sent to some heads
         raise
-    dead = node.dead
-    lost = [p for p in list(dead) if p in plan.procs] if dead else None
     if lost:           # a proc on the route is dead: what lies behind it fails now
         from monarch_cy._actor import supervision
         for p in lost:

@@ -21,7 +21,7 @@ Failures.  A head that dies takes the undelivered part of its subtree with it;
 calls still waiting on ranks below it fail with :class:`SupervisionError` naming
 the forwarder (they may or may not have run), never hang.  A cast whose route
 crosses a proc already known dead fails those ranks at once, until the proc is
-respawned.  A ``broadcast`` lost that way is reported by the dead proc's own
+respawned, and travels the tree without them (:func:`route_around`).  A ``broadcast`` lost that way is reported by the dead proc's own
 supervision event.  Only the controller casts down trees; calls made inside
 actors go directly.
 """
@@ -34,7 +34,7 @@ from bisect import bisect_left
 from monarch_cy._transport.protocol import (CAST, REPLY, REPLY_BATCH, REPLY_PARTIAL, pack,
                                             pack_call)
 
-__all__ = ["Plan", "Relay", "forward", "send_tree", "fanout", "CAST"]
+__all__ = ["Plan", "Relay", "forward", "send_tree", "route_around", "fanout", "CAST"]
 
 _FANOUT = None
 _dumps = pickle.dumps
@@ -90,8 +90,10 @@ class Plan:
 
     __slots__ = ("heads", "direct", "below", "procs")
 
-    def __init__(self, addrs, procs, granks, k: int) -> None:
-        local = sorted(range(len(granks)), key=granks.__getitem__)  # call ranks, ...
+    def __init__(self, addrs, procs, granks, k: int, skip=()) -> None:
+        # skip: global ranks of the call not to route (see route_around)
+        local = sorted((i for i in range(len(granks)) if granks[i] not in skip),
+                       key=granks.__getitem__)                      # call ranks, ...
         tg = [granks[i] for i in local]           # ... by their global rank, sorted
         self.below = {}
         self.procs = set()
@@ -127,6 +129,18 @@ class Plan:
 
         self.heads, self.direct = build(0, len(addrs), 0, len(tg), ())
         self.below = {p: tuple(v) for p, v in self.below.items() if v}
+
+
+def route_around(plan: Plan, lost, addrs, procs, granks, k: int) -> Plan:
+    """``plan`` (of the call ranks ``granks``) without the ranks on the dead procs
+    ``lost`` and those whose route went through them, which the caller fails itself.
+    The tree is the same, so no dead proc is on the route: no forwarder waits for an
+    answer from below that cannot come (its relay would be held until it exits)."""
+    gone = set(lost)
+    for p in lost:
+        gone.update(plan.below.get(p, ()))
+    skip = {g for g in granks if procs[g] in gone}
+    return Plan(addrs, procs, granks, k, skip)
 
 
 NO_RELAY, RELAY, REDUCE = 0, 1, 2     # what forwarders do with the replies

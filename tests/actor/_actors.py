@@ -388,6 +388,12 @@ class Noter(Actor):
     def pid(self):
         return os.getpid()
 
+    @endpoint
+    def relays(self):
+        """How many cast-tree relays this proc holds now."""
+        from monarch_cy._transport.node import current_node
+        return len(current_node()._relays)
+
     @endpoint(explicit_response_port=True)
     def answer(self, port, x):
         port.send(x * 2)

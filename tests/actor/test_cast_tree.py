@@ -214,6 +214,26 @@ def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree):
     assert m.note.call(3).get(15).values() == [3] * 9
 
 
+def test_calls_past_a_dead_leaf_leave_no_relay_waiting_for_it(tree):
+    m = tree.spawn("rec", Noter)
+    pids = list(m.pid.call().get(30).values())
+    plan = Plan(m._addrs, m._procs, range(9), 2)
+    assert m._procs[8] in plan.below[m._procs[5]]        # 8 answers through head 5
+    os.kill(pids[8], signal.SIGKILL)
+    from monarch_cy._transport.node import current_node
+    deadline = time.monotonic() + 15
+    while m._procs[8] not in current_node().dead:       # until the controller knows
+        assert time.monotonic() < deadline, "the kill was not noticed"
+        time.sleep(0.02)
+    for i in range(20):
+        with pytest.raises(SupervisionError):
+            m.note.call(i).get(10)
+    # the live ranks still got every call (the cast went around the dead one)
+    assert m.slice(gpus=slice(0, 8)).log.call().get(10).values() == [list(range(20))] * 8
+    held = m.slice(gpus=5).relays.call_one().get(10)
+    assert held <= 1, f"head 5 holds {held} relays waiting for the dead proc"
+
+
 def test_a_timed_out_call_down_the_tree_holds_it(tree):
     m = tree.spawn("rec", Noter)
     m.note.call(0).get(30)
