@@ -34,7 +34,8 @@ from bisect import bisect_left
 from monarch_cy._transport.protocol import (CAST, REPLY, REPLY_BATCH, REPLY_PARTIAL, pack,
                                             pack_call)
 
-__all__ = ["Plan", "Relay", "forward", "send_tree", "route_around", "fanout", "CAST"]
+__all__ = ["Plan", "Relay", "forward", "send_tree", "send_to_heads", "pass_on",
+           "route_around", "fanout", "CAST"]
 
 _FANOUT = None
 _dumps = pickle.dumps
@@ -143,6 +144,28 @@ def route_around(plan: Plan, lost, addrs, procs, granks, k: int) -> Plan:
     return Plan(addrs, procs, granks, k, skip)
 
 
+def send_to_heads(node, plan: Plan, f0: bytes, extras=()) -> None:
+    """Send ``f0`` with each head's route (then ``extras``) to the heads of ``plan``,
+    skipping procs known dead (the sender fails or retries what lies behind them)."""
+    dead = node.dead
+    for proc, _, route in plan.heads:
+        if not (dead and proc in dead):
+            node.send(proc, [f0, route, *extras])
+
+
+def pass_on(node, children, f0: bytes, extras=(), what: str | None = None) -> None:
+    """In a forwarder's pump: send ``f0`` with each child's route (then ``extras``) to
+    the heads below this proc.  A child that cannot be reached does not stop the rest;
+    it is logged naming ``what`` (None: not logged, the sender's next step covers it)."""
+    for proc, _, route in children:
+        try:
+            node.send(proc, [f0, route, *extras])
+        except Exception as e:  # noqa: BLE001 - the rest goes on
+            if what is not None:
+                from monarch_cy._log import logger
+                logger("actor").error("cannot pass %s on to proc %s: %s", what, proc, e)
+
+
 NO_RELAY, RELAY, REDUCE = 0, 1, 2     # what forwarders do with the replies
 
 
@@ -154,11 +177,7 @@ def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extra
     batches, or with ``reduce`` (:func:`.tree_reduce.reduce_spec`) fold them."""
     mode = (REDUCE if reduce is not None else RELAY) if relay else NO_RELAY
     f0 = pack((CAST, name, reply_addr, port_id, key, ext, mode), data)
-    dead = node.dead
-    for proc, _, route in plan.heads:
-        if dead and proc in dead:
-            continue
-        node.send(proc, [f0, route, *([reduce] if mode == REDUCE else ()), *extras])
+    send_to_heads(node, plan, f0, [*([reduce] if mode == REDUCE else ()), *extras])
     for local, addr in plan.direct:
         node.send(addr, [pack_call(name, reply_addr, port_id, local, key, ext, data),
                          *extras])
@@ -241,14 +260,7 @@ def forward(node, hdr, data, frames) -> None:
         raddr, port_id = node.addr, pid
         hdr = (CAST, method, raddr, port_id, key, ext, mode)
     if children:
-        f0 = pack(hdr, data)
-        for proc, _, route in children:
-            try:
-                node.send(proc, [f0, route, *spec, *extras])
-            except Exception as e:  # noqa: BLE001 - the rest of the cast goes on
-                from monarch_cy._log import logger
-                logger("actor").error("cannot forward a call of %s to proc %s: %s",
-                                      method, proc, e)
+        pass_on(node, children, pack(hdr, data), [*spec, *extras], f"a call of {method}")
     for local, addr in here:
         node.send(addr, [pack_call(method, raddr, port_id, local, key, ext, data),
                          *extras])

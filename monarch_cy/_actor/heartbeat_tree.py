@@ -22,7 +22,7 @@ from __future__ import annotations
 import pickle
 import time
 
-from monarch_cy._actor.cast_tree import Plan, Relay, _buf, fanout
+from monarch_cy._actor.cast_tree import Plan, Relay, _buf, fanout, pass_on, send_to_heads
 from monarch_cy._transport.protocol import HB_TREE, REPLY, pack
 
 __all__ = ["split", "send", "forward", "Answers", "HB_TREE", "PLANS"]
@@ -93,10 +93,7 @@ def send(node, state, procs, timeout: float) -> None:
     pid = node.register_port(Answers(procs))
     node.add_timer(timeout, lambda: node.drop_port(pid))
     f0 = pack((HB_TREE, node.addr, pid, node.key, timeout))
-    dead = node.dead
-    for proc, _, route in plan.heads:
-        if not (dead and proc in dead):
-            node.send(proc, [f0, route])
+    send_to_heads(node, plan, f0)
     for local, addr in plan.direct:
         node.send(addr, [f0, pickle.dumps(([(local, addr)], []), 5)])
 
@@ -113,8 +110,7 @@ def forward(node, hdr, data, frames) -> None:
         node.add_timer(life, lambda: node._relays.pop(pid, None))
         raddr, port_id = node.addr, pid
     f0 = pack((HB_TREE, raddr, port_id, key, life))
-    for proc, _, route in children:
-        _try_send(node, proc, [f0, route])
+    pass_on(node, children, f0)     # whom this misses, the next tick reaches directly
     for local, addr in here:
         if addr == node.key:
             if relay is not None:

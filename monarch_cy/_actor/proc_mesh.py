@@ -25,7 +25,7 @@ from monarch_cy._actor.actor import ActorMesh, check_actor_class
 from monarch_cy._actor.errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.future import Future
 from monarch_cy._actor.proc_failure import _ctl, _on_exit, _pack, _silent
-from monarch_cy._actor.shape import Extent, MeshTrait, Point, Shape
+from monarch_cy._actor.shape import Extent, MeshTrait, Shape
 from monarch_cy._transport.protocol import SPAWN, STOP
 
 

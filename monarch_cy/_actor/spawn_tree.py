@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pickle
 
-from monarch_cy._actor.cast_tree import Plan, _buf, fanout
+from monarch_cy._actor.cast_tree import Plan, _buf, fanout, pass_on, send_to_heads
 from monarch_cy._transport.protocol import SPAWN, SPAWN_TREE, pack
 
 __all__ = ["use_tree", "send", "forward", "SPAWN_TREE"]
@@ -41,8 +41,7 @@ def send(node, procs, name, addrs, ext, owner, data, extras) -> None:
     targets = tuple((p.key, a, p.rank) for p, a in zip(procs, addrs))
     plan = Plan(targets, keys, range(len(keys)), fanout())
     f0 = pack((SPAWN_TREE, name, tuple(ext.labels), tuple(ext.sizes), owner), data)
-    for proc, _, route in plan.heads:
-        node.send(proc, [f0, route, *extras])
+    send_to_heads(node, plan, f0, extras)
     for local, (key, addr, prank) in plan.direct:
         node.send(key, [_spawn_frame(name, addr, local, ext.labels, ext.sizes, prank,
                                      owner, data), *extras])
@@ -60,14 +59,7 @@ def forward(node, hdr, data, frames) -> None:
     here, children = pickle.loads(_buf(frames[0]))
     extras = [_buf(f) for f in frames[1:]]
     if children:
-        f0 = pack(hdr, data)
-        for proc, _, route in children:
-            try:
-                node.send(proc, [f0, route, *extras])
-            except Exception as e:  # noqa: BLE001 - the rest of the spawn goes on
-                from monarch_cy._log import logger
-                logger("actor").error("cannot pass the spawn of %s on to proc %s: %s",
-                                      name, proc, e)
+        pass_on(node, children, pack(hdr, data), extras, f"the spawn of {name}")
     for local, (key, addr, prank) in here:
         if key == node.key:
             handle_spawn(node, (SPAWN, name, addr, local, labels, sizes, prank, owner),

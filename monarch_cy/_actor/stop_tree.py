@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pickle
 
-from monarch_cy._actor.cast_tree import Plan, _buf, fanout
+from monarch_cy._actor.cast_tree import Plan, _buf, fanout, pass_on, send_to_heads
 from monarch_cy._transport.protocol import STOP, STOP_TREE, pack
 
 __all__ = ["use_tree", "send", "forward", "STOP_TREE"]
@@ -36,11 +36,7 @@ def send(node, stops) -> None:
     keys = tuple(p.key for p, _ in stops)
     targets = tuple((p.key, sent) for p, sent in stops)
     plan = Plan(targets, keys, range(len(keys)), fanout())
-    f0 = pack((STOP_TREE,))
-    dead = node.dead
-    for proc, _, route in plan.heads:
-        if not (dead and proc in dead):
-            node.send(proc, [f0, route])
+    send_to_heads(node, plan, pack((STOP_TREE,)))
     for _, (key, sent) in plan.direct:
         node.send(key, [pack((STOP, sent))])
 
@@ -50,11 +46,7 @@ def forward(node, hdr, data, frames, stop) -> None:
     proc's own STOP handler, which does not return)."""
     here, children = pickle.loads(_buf(frames[0]))
     mine = None
-    for proc, _, route in children:
-        try:
-            node.send(proc, [pack(hdr), route])
-        except Exception:  # noqa: BLE001 - the stop's grace period covers them
-            pass
+    pass_on(node, children, pack(hdr))      # the stop's grace period covers failures
     for _, (key, sent) in here:
         if key == node.key:
             mine = sent
