@@ -108,28 +108,17 @@ def test_arguments_that_are_not_buffers_are_refused_by_name(sp):
     assert recv_into(b.fileno(), bytearray(8), []) == -errno.EAGAIN   # nothing was sent
 
 
-@pytest.fixture()
-def box(tmp_path):
-    secret = os.urandom(32)
-    addr = f"unix://{tmp_path}/box"
-    inbox = u.Inbox(addr, secret)
-    out = u.Outlet(addr, secret)
-    yield inbox, out, secret
-    out.close()
-    inbox.close()
-
-
-def _proven(box) -> socket.socket:
-    inbox, _, secret = box
+def _proven(pair) -> socket.socket:
+    inbox, _, secret = pair
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(inbox.path)
     s.send(unix_records.proof_record(secret, inbox.path, inbox.incarnation))
     return s
 
 
-def test_a_truncated_record_drops_only_its_connection(box):
-    inbox, out, _ = box
-    s = _proven(box)
+def test_a_truncated_record_drops_only_its_connection(pair):
+    inbox, out, _ = pair
+    s = _proven(pair)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
     s.send(b"\x00" + b"x" * (u.MAX_RECORD + 100))   # larger than any record we send
     out.send([b"still served"])
@@ -139,8 +128,8 @@ def test_a_truncated_record_drops_only_its_connection(box):
     s.close()
 
 
-def test_an_oversized_first_record_is_refused_as_no_proof(box):
-    inbox, out, _ = box
+def test_an_oversized_first_record_is_refused_as_no_proof(pair):
+    inbox, out, _ = pair
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
     s.connect(inbox.path)
@@ -152,9 +141,9 @@ def test_an_oversized_first_record_is_refused_as_no_proof(box):
     s.close()
 
 
-def test_too_many_descriptors_on_a_record_are_closed_with_its_connection(box):
-    inbox, out, _ = box
-    s = _proven(box)
+def test_too_many_descriptors_on_a_record_are_closed_with_its_connection(pair):
+    inbox, out, _ = pair
+    s = _proven(pair)
     out.send([b"warm"])
     assert inbox.recv(2000) == [b"warm"]
     pipes = [os.pipe() for _ in range(MAX_FDS + 2)]

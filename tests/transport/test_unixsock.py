@@ -13,17 +13,6 @@ from monarch_cy._transport import unix_records
 from monarch_cy._transport import unixsock as u
 
 
-@pytest.fixture()
-def pair(tmp_path):
-    secret = os.urandom(32)
-    addr = f"unix://{tmp_path}/box"
-    box = u.Inbox(addr, secret)
-    out = u.Outlet(addr, secret)
-    yield box, out, secret
-    out.close()
-    box.close()
-
-
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
