@@ -175,14 +175,16 @@ def test_slurm_bad_input_names_parameter_and_quotes_sbatch(cluster, tmp_path, ar
 def test_slurm_unreachable_node_list_times_out_with_slurms_reason(cluster, tmp_path):
     node = cluster.nodes[2]
     env = _env(cluster, tmp_path)
-    subprocess.run(["scontrol", "update", f"nodename={node}", "state=down",
+    # DRAIN, not DOWN: with ReturnToService=2 a DOWN node whose slurmd answers the next
+    # ping is back in service within seconds, and the job would then run
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain",
                     "reason=mcy test: unreachable"], env=env, check=True)
     try:
         res, _ = _scen("bad", {"log_dir": str(tmp_path), "meshes": {"m": 1}, "timeout": 3,
                                "kw": {"slurm_args": [f"--nodelist={node}"]}}, env)
     finally:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"],
-                       env=env)         # fails if SLURM already returned it to service
+                       env=env, check=True)
     assert res["type"] == "SchedulerError", res
     assert "did not start within 3 s: PENDING (ReqNodeNotAvail" in res["error"], res
     assert node in res["error"], res
