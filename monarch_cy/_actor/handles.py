@@ -143,7 +143,7 @@ def spawn_procs_remote(host_mesh, kwargs: dict):
 
 def _spawn_for(node, data, extras):
     from monarch_cy._actor import controller
-    from monarch_cy._actor.proc_mesh import HostMesh
+    from monarch_cy._actor.host_mesh import HostMesh
     shape, kwargs, asker, actor = node.decode(data, extras)
     proc = controller.LIVE_PROCS.get(asker)
     if proc is not None and getattr(proc, "remote", False):
@@ -190,5 +190,5 @@ def reduce_host_mesh(mesh) -> tuple:
 
 def _rebuild_host_mesh(tag, shape):
     check_job(tag, "host mesh")
-    from monarch_cy._actor.proc_mesh import HostMesh
+    from monarch_cy._actor.host_mesh import HostMesh
     return HostMesh(shape)

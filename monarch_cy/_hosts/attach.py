@@ -179,7 +179,7 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
     ``.initialized`` is a Future of True (or the first host's failure).
     """
     from monarch_cy._actor.future import Future
-    from monarch_cy._actor.proc_mesh import HostMesh
+    from monarch_cy._actor.host_mesh import HostMesh
     from monarch_cy._actor.shape import Shape
     from monarch_cy._transport.secret import load_secret
     if ca not in (None, "trust_all_connections") or private_key is not None:
@@ -219,7 +219,7 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
 def host_mesh(hosts: list):
     """A ``HostMesh`` over ``hosts`` with ``.initialized``."""
     from monarch_cy._actor.future import Future
-    from monarch_cy._actor.proc_mesh import HostMesh
+    from monarch_cy._actor.host_mesh import HostMesh
     from monarch_cy._actor.shape import Shape
     hs = HostSet(list(hosts))
     hm = HostMesh(Shape.dense(("hosts",), (len(hosts),)), hs)

@@ -17,7 +17,8 @@ from monarch_cy._actor.errors import (ActorError, MeshIndexError, MeshStoppedErr
 from monarch_cy._actor.future import Future
 from monarch_cy._actor.lifecycle import shutdown_context
 from monarch_cy._actor.ports import Channel, Port, PortReceiver
-from monarch_cy._actor.proc_mesh import HostMesh, ProcMesh, this_host, this_proc
+from monarch_cy._actor.host_mesh import HostMesh, this_host
+from monarch_cy._actor.proc_mesh import ProcMesh, this_proc
 from monarch_cy._actor.shape import Extent, Point
 from monarch_cy._actor.supervision import MeshFailure, RestartPolicy, unhandled_fault_hook
 from monarch_cy._actor.value_mesh import ValueMesh
