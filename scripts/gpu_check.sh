@@ -11,7 +11,10 @@ OUT=${OUT:-.out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PYTHON:-python3}
 rc=0
-# Wheels carried for packages the GPU machine lacks (it has no network): .whl/*.whl
+# Wheels carried for packages the GPU machine lacks (it has no network): .whl/*.whl.
+# The GPU machine has no pyzmq (a dependency; without it the mesh-over-GPU test skips):
+#   pip download pyzmq --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --abi cp312 --platform manylinux_2_28_x86_64 --no-deps -d .whl
 if ls .whl/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/mcy-site .whl/*.whl \
         && export PYTHONPATH=/tmp/mcy-site${PYTHONPATH:+:$PYTHONPATH}
