@@ -137,6 +137,20 @@ class Tracked:
             self._end()
         return done
 
+    def deliver_batch(self, items) -> tuple[int, bool]:
+        """As the inner collector's ``deliver_batch`` (``(taken, done)``), counted."""
+        batch = getattr(self.inner, "deliver_batch", None)
+        if batch is None:
+            return 0, False
+        took, done = batch(items)
+        got = self.got
+        n = len(got)
+        got.update([items[i][0] for i in range(took)])
+        self.left -= len(got) - n
+        if done:
+            self._end()
+        return took, done
+
     def deliver_partial(self, ranks, value) -> bool:
         for r in ranks:
             if r not in self.got:

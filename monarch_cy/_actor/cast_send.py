@@ -63,7 +63,8 @@ def send_routed(ep, node, router, big, granks, procs, collector, args, kwargs,
                                    router.k) if lost else plan
     try:
         cast_tree.send_tree(node, route, ep._name, addr, port_id, key, ext, data,
-                            extras, confirmable and not ep._explicit, reduce)
+                            extras, _relay_mode(confirmable and not ep._explicit,
+                                                collector, reduce), reduce)
     except BaseException:
         if port_id and reply_to is None:
             node.drop_port(port_id)
@@ -87,3 +88,13 @@ def send_routed(ep, node, router, big, granks, procs, collector, args, kwargs,
         ep._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
     return port_id
 
+
+def _relay_mode(relay: bool, collector, reduce) -> int:
+    """What the forwarders do with the replies (:data:`.cast_tree.GATHER` and the
+    rest): gathered per subtree unless the collector takes each reply as it comes."""
+    if not relay:
+        return cast_tree.NO_RELAY
+    if reduce is not None:
+        return cast_tree.REDUCE
+    inner = getattr(collector, "inner", collector)
+    return cast_tree.RELAY if getattr(inner, "streaming", True) else cast_tree.GATHER

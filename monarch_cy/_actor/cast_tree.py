@@ -35,7 +35,7 @@ from monarch_cy._transport.protocol import (CAST, REPLY, REPLY_BATCH, REPLY_PART
                                             pack_call)
 
 __all__ = ["Plan", "Relay", "forward", "send_tree", "send_to_heads", "pass_on",
-           "route_around", "fanout", "CAST"]
+           "route_around", "fanout", "CAST", "NO_RELAY", "RELAY", "REDUCE", "GATHER"]
 
 _FANOUT = None
 _dumps = pickle.dumps
@@ -166,16 +166,25 @@ def pass_on(node, children, f0: bytes, extras=(), what: str | None = None) -> No
                 logger("actor").error("cannot pass %s on to proc %s: %s", what, proc, e)
 
 
-NO_RELAY, RELAY, REDUCE = 0, 1, 2     # what forwarders do with the replies
+# What forwarders do with the replies of a cast: nothing (they go to the sender
+# directly), pass them up per turn of the pump (``stream``: wanted as they come),
+# fold them (``Accumulator`` with ``merge=``), or pass up each subtree's replies in one
+# batch once all of it answered (``call``, ``Accumulator``: nothing is done with a
+# value before the last one is in).
+NO_RELAY, RELAY, REDUCE, GATHER = 0, 1, 2, 3
 
 
 def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras,
-              relay: bool = False, reduce: bytes | None = None) -> None:
+              mode: int = NO_RELAY, reduce: bytes | None = None) -> None:
     """Send a call down ``plan``: one CAST per head (a dead head is skipped; the
-    caller fails its subtree).  ``relay``: each rank answers exactly once (not an
-    explicit-port endpoint), so the forwarders gather replies and pass them up in
-    batches, or with ``reduce`` (:func:`.tree_reduce.reduce_spec`) fold them."""
-    mode = (REDUCE if reduce is not None else RELAY) if relay else NO_RELAY
+    caller fails its subtree).  ``mode``: what the forwarders do with the replies
+    (above; any but ``NO_RELAY`` only where each rank answers exactly once, not an
+    explicit-port endpoint); ``REDUCE`` folds with ``reduce``
+    (:func:`.tree_reduce.reduce_spec`)."""
+    if (mode == REDUCE) != (reduce is not None):
+        raise ValueError(f"send_tree: mode={mode!r} with reduce="
+                         f"{'None' if reduce is None else 'a fold'}: REDUCE needs a fold "
+                         "and no other mode takes one")
     f0 = pack((CAST, name, reply_addr, port_id, key, ext, mode), data)
     send_to_heads(node, plan, f0, [*([reduce] if mode == REDUCE else ()), *extras])
     for local, addr in plan.direct:
@@ -184,23 +193,34 @@ def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extra
 
 
 class Relay:
-    """A forwarder's port for the replies of its subtree (``relay`` casts): each is
-    passed up in a ``REPLY_BATCH`` with whatever else arrived in the same turn of the
-    pump (a reply that carries large buffers goes up alone, untouched), so the
-    controller receives about one message per head instead of one per actor.  Dropped
-    once every rank below has answered; one whose subtree lost a proc stays until the
-    proc exits (the controller fails those ranks itself)."""
+    """A forwarder's port for the replies of its subtree (``RELAY`` and ``GATHER``
+    casts), so that the sender receives about one message per head instead of one per
+    actor.  ``RELAY``: each reply goes up in a ``REPLY_BATCH`` with whatever else
+    arrived in the same turn of the pump.  ``GATHER``: the subtree's replies go up in
+    one ``REPLY_BATCH`` once every rank below answered (no timer, nothing held past
+    the last reply the sender waits for anyway), an error at once and alone (the call
+    fails with the first; later replies of a failed call are dropped here).  Either
+    way a reply that carries large buffers goes up alone, untouched.  Dropped once
+    every rank below has answered; one whose subtree lost a proc stays until the proc
+    exits (the controller fails those ranks itself)."""
 
-    __slots__ = ("node", "addr", "port", "left", "buf", "pid", "queued")
+    __slots__ = ("node", "addr", "port", "left", "buf", "pid", "queued", "whole",
+                 "failed")
 
-    def __init__(self, node, addr, port, left, pid) -> None:
+    def __init__(self, node, addr, port, left, pid, whole: bool = False) -> None:
         self.node, self.addr, self.port, self.left, self.pid = node, addr, port, left, pid
         self.buf = []
         self.queued = False
+        self.whole = whole
+        self.failed = False
 
     def take(self, rank, ok, data, extras) -> None:
         self.left -= 1
-        if extras:
+        if self.failed:
+            pass
+        elif extras or (self.whole and not ok):
+            if self.whole and not ok:
+                self.failed, self.buf = True, []
             self.node.send(self.addr, [pack((REPLY, self.port, rank, ok), data),
                                        *[_buf(f) for f in extras]])
         else:
@@ -209,18 +229,23 @@ class Relay:
 
     def take_batch(self, items) -> None:
         self.left -= len(items)
-        self.buf.extend(items)
+        if not self.failed:
+            self.buf.extend(items)
         self._soon()
 
     def take_partial(self, ranks, data, extras) -> None:
         """A fold from below (a forwarder that could fold when this one could not)."""
         self.left -= len(ranks)
-        self.node.send(self.addr, [pack((REPLY_PARTIAL, self.port, ranks), data),
-                                   *[_buf(f) for f in extras]])
+        if not self.failed:
+            self.node.send(self.addr, [pack((REPLY_PARTIAL, self.port, ranks), data),
+                                       *[_buf(f) for f in extras]])
         self._soon()
 
     def _soon(self) -> None:
-        if not self.queued:
+        if self.whole:
+            if self.left <= 0:
+                self.flush()
+        elif not self.queued:
             self.queued = True
             self.node._todo.append(self.flush)     # after this turn's messages
 
@@ -255,7 +280,7 @@ def forward(node, hdr, data, frames) -> None:
                 logger("actor").warning("cannot fold replies of %s here (%s: %s); "
                                         "passing them up", method, type(e).__name__, e)
         if relay is None:
-            relay = Relay(node, raddr, port_id, left, pid)
+            relay = Relay(node, raddr, port_id, left, pid, mode == GATHER)
         node._relays[pid] = relay
         raddr, port_id = node.addr, pid
         hdr = (CAST, method, raddr, port_id, key, ext, mode)

@@ -13,11 +13,14 @@ id are delivered to it by the pumping thread, in arrival order.  Collectors:
 * :class:`PortReceiver` -- user channel (``Channel.open()``), unbounded FIFO.
 
 ``proc_failed(proc_key, cause)`` fails a collector still waiting on that proc and
-returns True when the collector is finished.
+returns True when the collector is finished.  ``streaming``: whether the collector
+does something with each reply as it comes (a cast tree's forwarders then pass replies
+up as they arrive; otherwise once per subtree, :mod:`.cast_tree`).
 """
 
 from __future__ import annotations
 
+import pickle
 from collections import deque
 from typing import Generic, TypeVar
 
@@ -57,6 +60,7 @@ class OneCollector:
 
 class GatherCollector:
     __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got")
+    streaming = False          # nothing is resolved before the last reply
 
     def __init__(self, fut, shape, procs, actor):
         self.fut, self.shape, self.procs, self.actor = fut, shape, procs, actor
@@ -78,6 +82,33 @@ class GatherCollector:
             return True
         return False
 
+    def deliver_batch(self, items) -> tuple[int, bool]:
+        """A cast tree's batch of ``(rank, ok, pickled value)``: takes the leading
+        replies that are results and unpickle here, and returns ``(how many it took,
+        done)``; the caller hands the rest to :meth:`deliver` one by one (an error,
+        or a value that does not unpickle, fails the call there)."""
+        if type(self) is not GatherCollector:     # a subclass folds: one by one
+            return 0, False
+        got, values, loads = self.got, self.values, pickle.loads
+        took = left = 0
+        for rank, ok, data in items:
+            if not ok:
+                break
+            try:
+                value = loads(data)
+            except Exception:  # noqa: BLE001 - deliver() turns it into the call's error
+                break
+            took += 1
+            if not got[rank]:
+                got[rank] = True
+                values[rank] = value
+                left += 1
+        self.left -= left
+        if self.left == 0:
+            self.fut._set_result(ValueMesh(self.shape, self.values))
+            return took, True
+        return took, False
+
     def proc_failed(self, proc, cause) -> bool:
         for r, p in enumerate(self.procs):
             if p == proc and not self.got[r]:
@@ -88,6 +119,7 @@ class GatherCollector:
 
 class StreamCollector:
     __slots__ = ("futs", "next", "procs", "actor", "got")
+    streaming = True
 
     def __init__(self, futs, procs, actor):
         self.futs, self.procs, self.actor = futs, procs, actor

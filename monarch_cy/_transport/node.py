@@ -308,7 +308,12 @@ class Node(Owned, SendMixin, PumpMixin):
                     if relay is not None:
                         relay.take_batch(items)
                     return
-                for rank, ok, value in items:
+                batch = getattr(col, "deliver_batch", None)
+                took, done = batch(items) if batch is not None else (0, False)
+                if done:
+                    self._ports.pop(hdr[1], None)
+                    return
+                for rank, ok, value in items[took:]:
                     if self._deliver(col, hdr[1], rank, ok, value, ()):
                         break
             elif kind == REPLY_PARTIAL:

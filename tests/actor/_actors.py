@@ -405,6 +405,15 @@ class Noter(Actor):
         return r.rank, r["gpus"], os.getpid(), len(self.path) if self.path is not None else None
 
     @endpoint
+    def unpicklable_at(self, rank, x):
+        """``x``, except that the actor of ``rank`` answers a value that pickles but
+        cannot be unpickled by the caller."""
+        if current_rank().rank == rank:
+            from _bad_results import FailsToUnpickle
+            return FailsToUnpickle()
+        return x
+
+    @endpoint
     def fail_at(self, rank, x):
         """``x``, except that the actor of ``rank`` raises."""
         if current_rank().rank == rank:

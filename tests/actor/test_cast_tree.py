@@ -277,6 +277,90 @@ def test_a_relay_passes_a_turns_replies_up_in_one_batch_and_big_ones_alone():
     assert 7 not in node._relays and len(node.sent) == 2      # all answered: dropped
 
 
+def test_a_gather_relay_passes_its_subtree_up_once_and_an_error_at_once():
+    from monarch_cy._transport.protocol import REPLY, REPLY_BATCH, unpack
+    node = _FakeNode()
+    relay = node._relays[7] = cast_tree.Relay(node, "up", 99, 5, 7, whole=True)
+    relay.take(0, True, memoryview(pickle.dumps("a")), ())
+    relay.take_batch([(1, True, pickle.dumps("b")), (2, True, pickle.dumps("c"))])
+    relay.take(3, True, memoryview(b"desc"), [b"big buffer"])    # alone, at once
+    assert node._todo == [] and len(node.sent) == 1
+    hdr, _ = unpack(node.sent[0][1][0])
+    assert hdr == (REPLY, 99, 3, True) and node.sent[0][1][1:] == [b"big buffer"]
+    relay.take(4, True, memoryview(pickle.dumps("e")), ())         # the last: one batch
+    (addr, frames), = node.sent[1:]
+    hdr, data = unpack(frames[0])
+    assert addr == "up" and hdr == (REPLY_BATCH, 99)
+    assert [(r, ok, pickle.loads(v)) for r, ok, v in pickle.loads(data)] == \
+        [(0, True, "a"), (1, True, "b"), (2, True, "c"), (4, True, "e")]
+    assert 7 not in node._relays and node._todo == []
+
+    node = _FakeNode()
+    relay = node._relays[8] = cast_tree.Relay(node, "up", 98, 4, 8, whole=True)
+    relay.take(0, True, memoryview(pickle.dumps("a")), ())
+    relay.take(1, False, memoryview(pickle.dumps("boom")), ())     # an error: at once
+    (_, frames), = node.sent
+    assert unpack(frames[0])[0] == (REPLY, 98, 1, False)
+    relay.take_batch([(2, True, pickle.dumps("c"))])
+    relay.take(3, True, memoryview(pickle.dumps("d")), ())
+    assert len(node.sent) == 1 and 8 not in node._relays   # the failed call's rest: dropped
+
+
+def test_each_adverb_picks_what_the_forwarders_do_with_its_replies(tree, monkeypatch):
+    from monarch_cy._actor import cast_send
+    modes = []
+    real = cast_tree.send_tree
+
+    def spy(node, plan, name, *rest):
+        modes.append((name, rest[-2]))
+        return real(node, plan, name, *rest)
+    monkeypatch.setattr(cast_tree, "send_tree", spy)
+    m = tree.spawn("rec", Noter)
+    m.note.call(0).get(30)
+    list(f.get(10) for f in m.note.stream(1))
+    Accumulator(m.note, 0, lambda a, b: a + b).accumulate(2).get(10)
+    Accumulator(m.note, 0, lambda a, b: a + b, merge=lambda a, b: a + b).accumulate(3).get(10)
+    m.answer.call(4).get(10)
+    m.note.broadcast(5)
+    assert modes == [("note", cast_tree.GATHER), ("note", cast_tree.RELAY),
+                     ("note", cast_tree.GATHER), ("note", cast_tree.REDUCE),
+                     ("answer", cast_tree.NO_RELAY), ("note", cast_tree.NO_RELAY)], modes
+    assert cast_send._relay_mode(True, object(), None) == cast_tree.RELAY  # unknown: per turn
+    with pytest.raises(ValueError, match="mode=3 with reduce=a fold"):
+        real(None, None, "note", "", 0, b"", None, b"", (), cast_tree.GATHER, b"fold")
+
+
+def test_a_call_down_the_tree_comes_back_as_one_batch_per_head(tree, monkeypatch):
+    from monarch_cy._actor.controller import get_node
+    from monarch_cy._transport.protocol import REPLY, REPLY_BATCH, unpack
+    m = tree.spawn("rec", Noter)
+    assert m.note.call(0).get(30).values() == [0] * 9
+    node = get_node()
+    got = []
+    real = node._handle_msg
+
+    def counting(frames):
+        got.append(unpack(frames[0])[0][0])
+        return real(frames)
+    monkeypatch.setattr(node, "_handle_msg", counting)
+    for i in range(1, 6):
+        assert m.note.call(i).get(10).values() == [i] * 9
+    plan = cast_router.ROUTERS[m._addrs[0]].full_plan()
+    replies = [k for k in got if k in (REPLY, REPLY_BATCH)]
+    assert replies.count(REPLY_BATCH) == 5 * len(plan.heads), (replies, plan.heads)
+    assert replies.count(REPLY) == 5 * len(plan.direct), (replies, plan.direct)
+
+
+def test_a_value_that_cannot_be_unpickled_inside_a_batch_fails_the_call(tree):
+    from monarch_cy.actor import ActorError
+    m = tree.spawn("rec", Noter)
+    m.note.call(0).get(30)
+    with pytest.raises(ActorError, match="could not be unpickled") as ei:
+        m.unpicklable_at.call(5, 1).get(10)          # rank 5 lies below a forwarder
+    assert "unpickled in the wrong place" in str(ei.value)
+    assert m.unpicklable_at.call(-1, 2).get(10).values() == [2] * 9
+
+
 @pytest.mark.parametrize("n,k", [(17, 16), (31, 16), (128, 16), (272, 16), (1024, 16),
                                  (5000, 16), (50, 3)])
 def test_chunks_cover_the_range_in_order_and_keep_forwarders_few(n, k):
