@@ -145,7 +145,7 @@ class Tracked:
         took, done = batch(items)
         got = self.got
         n = len(got)
-        got.update([items[i][0] for i in range(took)])
+        got.update([r for r, _, _ in items[:took]])
         self.left -= len(got) - n
         if done:
             self._end()

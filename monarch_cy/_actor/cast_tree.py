@@ -217,10 +217,9 @@ class Relay:
     def take(self, rank, ok, data, extras) -> None:
         self.left -= 1
         if self.failed:
-            pass
-        elif extras or (self.whole and not ok):
-            if self.whole and not ok:
-                self.failed, self.buf = True, []
+            pass                                 # the call failed: the rest is dropped
+        elif extras or (self.whole and not ok):  # up alone, at once
+            self.failed = self.whole and not ok
             self.node.send(self.addr, [pack((REPLY, self.port, rank, ok), data),
                                        *[_buf(f) for f in extras]])
         else:
@@ -251,7 +250,7 @@ class Relay:
 
     def flush(self) -> None:
         self.queued = False
-        if self.buf:
+        if self.buf and not self.failed:
             items, self.buf = self.buf, []
             self.node.send(self.addr, [pack((REPLY_BATCH, self.port), _dumps(items, 5))])
         if self.left <= 0:

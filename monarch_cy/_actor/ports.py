@@ -87,8 +87,6 @@ class GatherCollector:
         replies that are results and unpickle here, and returns ``(how many it took,
         done)``; the caller hands the rest to :meth:`deliver` one by one (an error,
         or a value that does not unpickle, fails the call there)."""
-        if type(self) is not GatherCollector:     # a subclass folds: one by one
-            return 0, False
         got, values, loads = self.got, self.values, pickle.loads
         took = left = 0
         for rank, ok, data in items:
@@ -152,6 +150,9 @@ class AccumCollector(GatherCollector):
     def __init__(self, fut, shape, procs, actor, identity, combine):
         super().__init__(fut, shape, procs, actor)
         self.acc, self.combine = identity, combine
+
+    def deliver_batch(self, items) -> tuple[int, bool]:
+        return 0, False            # folds: each reply through deliver()
 
     def deliver(self, rank, ok, value) -> bool:
         if not ok:
