@@ -168,9 +168,9 @@ class RDMABuffer:
         fut = Future._make(None)
 
         def go():
-            from monarch_cy._rdma_buffer import _tcp
+            from monarch_cy._rdma_buffer import _owner_call
             try:
-                _tcp.request(h, "drop", (h.buf_id, h.token), DEFAULT_TIMEOUT)
+                _owner_call.request(h, "drop", (h.buf_id, h.token), DEFAULT_TIMEOUT)
             except BaseException as e:  # noqa: BLE001
                 fut._set_exception(e)
             else:

@@ -53,8 +53,8 @@ def check_token(h, fallback_timeout: float = 10.0) -> None:
     try:
         table = _leases.remote(h)
     except PermissionError:
-        from monarch_cy._rdma_buffer import _tcp
-        _tcp.request(h, "check", (h.buf_id, h.token), fallback_timeout)
+        from monarch_cy._rdma_buffer import _owner_call
+        _owner_call.request(h, "check", (h.buf_id, h.token), fallback_timeout)
         return
     if table.exited():
         _leases.forget_remote(h)

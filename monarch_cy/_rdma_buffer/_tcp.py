@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import pickle
-import time
 
 from monarch_cy._rdma_buffer import _watch
-from monarch_cy._rdma_buffer._errors import RDMATimeoutError
 from monarch_cy._rdma_buffer._local import Span
+from monarch_cy._rdma_buffer._owner_call import wait_answer
 
-__all__ = ["read", "write", "request", "CHUNK", "WINDOW"]
+__all__ = ["read", "write", "CHUNK", "WINDOW"]
 
 CHUNK = 8 << 20
 WINDOW = 4
@@ -30,26 +29,6 @@ def _addr_of(buf) -> tuple[int, object]:
     from monarch_cy._hostmem import BufferPin
     pin = BufferPin(buf, False)
     return pin.address, pin
-
-
-def _get(recv, deadline: float, what: str):
-    left = deadline - time.monotonic()
-    try:
-        return recv.recv().get(timeout=max(0.0, left))
-    except TimeoutError:
-        raise RDMATimeoutError(f"{what} did not complete within its timeout") from None
-
-
-def request(h, op: str, args: tuple, timeout: float):
-    """One request/answer round trip to the owner's service (drop, check, qp)."""
-    from monarch_cy.actor import Channel
-    port, recv = Channel.open()
-    try:
-        with _watch.watching(h, recv):
-            h.service.send((op, *args, port, 0))
-            return _get(recv, time.monotonic() + timeout, f"rdma {op} request")[1]
-    finally:
-        recv.close()
 
 
 class _Staging:
@@ -82,7 +61,7 @@ def read(h, span: Span, dst_offset: int, offset: int, n: int, deadline: float) -
                 nxt += 1
                 inflight += 1
             while inflight:
-                tag, data = _get(recv, deadline, "rdma read (tcp)")
+                tag, data = wait_answer(recv, deadline, "rdma read (tcp)")
                 inflight -= 1
                 if nxt < len(chunks):
                     o2, ln2 = chunks[nxt]
@@ -144,7 +123,7 @@ def write(h, span: Span, src_offset: int, offset: int, n: int, deadline: float) 
                                     port, nxt))
                     nxt += 1
                     inflight += 1
-                _get(recv, deadline, "rdma write (tcp)")
+                wait_answer(recv, deadline, "rdma write (tcp)")
                 inflight -= 1
     finally:
         recv.close()

@@ -152,7 +152,7 @@ def _forget_peer(proc_key: str, cause: str) -> None:
 
 
 def _connected(h, timeout: float):
-    from monarch_cy._rdma_buffer import _tcp
+    from monarch_cy._rdma_buffer import _owner_call
     from monarch_cy._rdma_buffer._identity import this_proc_key
     from monarch_cy._verbs import QPEndpoint, QueuePair
     with _lock:
@@ -161,7 +161,7 @@ def _connected(h, timeout: float):
             ent = _qps[h.owner_key] = [None, threading.Lock()]
     if ent[0] is None or ent[0].closed:
         qp = QueuePair(_pd())
-        peer = _tcp.request(h, "qp", (this_proc_key(), qp.endpoint.to_bytes()), timeout)
+        peer = _owner_call.request(h, "qp", (this_proc_key(), qp.endpoint.to_bytes()), timeout)
         qp.connect(QPEndpoint.from_bytes(peer))
         ent[0] = qp
     return ent
@@ -203,7 +203,7 @@ def _run(h, span: Span, local_offset: int, offset: int, n: int, deadline: float,
 
 def _explain(h, e: BaseException, read: bool, deadline: float) -> BaseException:
     """The error to raise for ``e``, a failed wait on ``h``'s owner (module docstring)."""
-    from monarch_cy._rdma_buffer import _tcp, _watch
+    from monarch_cy._rdma_buffer import _owner_call, _watch
     from monarch_cy._rdma_buffer._errors import (BufferDroppedError, OwnerDiedError,
                                                  RDMATimeoutError)
     from monarch_cy._verbs import VerbsError, VerbsTimeout
@@ -219,7 +219,7 @@ def _explain(h, e: BaseException, read: bool, deadline: float) -> BaseException:
     # Ask the owner: dropped buffer, or dead (the wait for the answer is woken by
     # the runtime's news of the death); an owner that answers "alive" leaves `e`.
     try:
-        _tcp.request(h, "check", (h.buf_id, h.token),
+        _owner_call.request(h, "check", (h.buf_id, h.token),
                      min(10.0, max(1.0, deadline - time.monotonic())))
     except (BufferDroppedError, OwnerDiedError) as why:
         return why

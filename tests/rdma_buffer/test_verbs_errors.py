@@ -1,7 +1,7 @@
 """How the ibverbs backend turns a failed wait into the documented errors.
 
 No device needed: the owner's liveness (``_watch.check_owner``) and its
-service's answer (``_tcp.request``) are stood in for.  The real paths run in the
+service's answer (``_owner_call.request``) are stood in for.  The real paths run in the
 soft-RoCE guest (``tests/rdma_buffer/test_buffer_guest.py``).
 """
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from monarch_cy._rdma_buffer import _tcp, _verbs_backend, _watch
+from monarch_cy._rdma_buffer import _owner_call, _verbs_backend, _watch
 from monarch_cy._verbs import VerbsError, VerbsTimeout
 from monarch_cy.rdma import BufferDroppedError, OwnerDiedError, RDMATimeoutError
 
@@ -36,7 +36,7 @@ def owner(monkeypatch):
         if state["answer"] is not None:
             raise state["answer"]
     monkeypatch.setattr(_watch, "check_owner", check_owner)
-    monkeypatch.setattr(_tcp, "request", request)
+    monkeypatch.setattr(_owner_call, "request", request)
     return state
 
 
