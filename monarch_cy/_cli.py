@@ -8,7 +8,8 @@ holds at the file-descriptor level: while the command runs, fd 1 and ``sys.stdou
 point at stderr, and the document is written to a private copy of the original
 stdout (see :func:`result_stream`).
 
-Exit codes (docs/cli.md lists them with the cases):
+Exit codes (docs/cli.md lists them with the cases; defined in
+:mod:`monarch_cy._cli_common`, which the subcommands share, and re-exported here):
 
 * ``0`` (:data:`EXIT_OK`): success;
 * ``1`` (:data:`EXIT_FAILED`): the job ran and failed;
@@ -28,28 +29,19 @@ import os
 import sys
 from typing import Iterator, TextIO
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_MACHINE = 3
-EXIT_INTERRUPTED = 130
+from monarch_cy._cli_common import (  # noqa: F401 - the exit codes are this module's too
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_MACHINE,
+    EXIT_OK,
+    EXIT_USAGE,
+    HelpFormatter,
+)
 
 _EPILOG = ("exit codes: 0 success, 1 the job failed, 2 usage error, 3 this machine cannot "
            "do what was asked (e.g. --device gpu without a GPU), 130 interrupted. With --json, "
            "stdout holds exactly one JSON document and everything else goes to stderr. "
            "See docs/cli.md.")
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` with every option's default: ``(default: X)`` is appended to its
-    help unless the help already states its default (contains ``(default``) or the
-    option is a flag (``store_true``: off unless given)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if "(default" in text or action.nargs == 0 or action.default in (None, argparse.SUPPRESS):
-            return text
-        return super()._get_help_string(action) or text
 
 
 def _info(args: argparse.Namespace, out: TextIO) -> int:

@@ -15,13 +15,19 @@ import json
 import sys
 from typing import TextIO
 
+from monarch_cy._cli_common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_MACHINE,
+    EXIT_OK,
+    EXIT_USAGE,
+    HelpFormatter,
+)
 from monarch_cy._train.config import MAX_PROCS, FaultSpec, MachineError, TrainConfig
 
 
 def add_parser(sub, epilog: str | None = None) -> argparse.ArgumentParser:
     """Add ``train`` to the subparsers ``sub``; every option has help and shows its default."""
-    from monarch_cy._cli import HelpFormatter
-
     p = sub.add_parser(
         "train",
         help="train a char-GPT data-parallel over a mesh, surviving injected faults",
@@ -95,7 +101,6 @@ def format_summary(s: dict) -> str:
 
 def run_command(args: argparse.Namespace, out: TextIO) -> int:
     """Run the job for parsed ``args``, print its summary to ``out``; return the exit code."""
-    from monarch_cy._cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_MACHINE, EXIT_OK, EXIT_USAGE
     from monarch_cy._train.controller import TrainingRun
 
     try:
