@@ -93,7 +93,7 @@ def test_check_timeout_zero_and_none():
 # --------------------------------------------------------- places that use the checks
 
 def test_gpu_byte_counts():
-    from monarch_cy.gpu._memory import _nbytes
+    from monarch_cy._gpu._memory import _nbytes
     assert _nbytes(np.int32(8)) == 8
     with pytest.raises(ValueError, match="nbytes must be >= 0, got -1"):
         _nbytes(-1)

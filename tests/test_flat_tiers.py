@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "monarch_cy"
 TIERS = sorted(p.stem for p in PKG.glob("*.pyx"))
 FLAT_MODULES = {"monarch_cy._errors"} | {f"monarch_cy.{t}" for t in TIERS}
-ABOVE = ("_collectives", "_actor", "_hosts", "_rdma_buffer", "_verbs", "gpu", "_train",
+ABOVE = ("_collectives", "_actor", "_hosts", "_rdma_buffer", "_verbs", "gpu", "_gpu", "_train",
          "_transport", "collectives", "actor", "rdma", "train")
 
 _STRINGS = re.compile(r'"""(?:.|\n)*?"""|\'\'\'(?:.|\n)*?\'\'\'')

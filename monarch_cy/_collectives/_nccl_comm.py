@@ -60,7 +60,7 @@ def _nccl():
 
 
 def _rt():
-    from monarch_cy.gpu._device import shim
+    from monarch_cy._gpu._device import shim
 
     return shim()
 
@@ -147,7 +147,7 @@ class NcclCommunicator(Group):
         self.nonblocking = nccl.has("CommInitRankConfig")
         self._orphans = []      # (event, buffers) of works dropped before completion
         self._handle = 0
-        from monarch_cy.gpu._device import on_device
+        from monarch_cy._gpu._device import on_device
 
         with on_device(self.device):
             if self.nonblocking:
@@ -245,7 +245,7 @@ class NcclCommunicator(Group):
         raise TypeError(f"stream must be None, a monarch_cy.gpu.Stream or a torch.cuda.Stream, got {stream!r}")
 
     def _launch(self, op: str, call, stream: int, async_op: bool, keep: tuple):
-        from monarch_cy.gpu._device import on_device
+        from monarch_cy._gpu._device import on_device
 
         rt = _rt()
         with on_device(self.device):
@@ -384,7 +384,7 @@ class NcclCommunicator(Group):
             if isinstance(v, bool) or not isinstance(v, int) or not -(2**31) < v < 2**31:
                 raise TypeError(f"{name} must be a 32-bit int (or None for color), got {v!r}")
         nccl = _nccl()
-        from monarch_cy.gpu._device import on_device
+        from monarch_cy._gpu._device import on_device
 
         with on_device(self.device):
             slot, busy = nccl.commSplit(self._handle, c if c >= 0 else nccl.SPLIT_NOCOLOR, k, not self.nonblocking)
@@ -433,7 +433,7 @@ class NcclCommunicator(Group):
         works dropped unwaited, then ``ncclCommDestroy`` (after enqueued work)."""
         if self._barrier_buf is not None:
             self._barrier_buf.close()
-        from monarch_cy.gpu._device import on_device
+        from monarch_cy._gpu._device import on_device
 
         with on_device(self.device):
             self._sweep_orphans(wait=True)

@@ -120,7 +120,7 @@ def as_span(obj: Any, param: str, writable: bool) -> Span:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _torch_span(obj, param, writable)
-    gpu = sys.modules.get("monarch_cy.gpu._memory")
+    gpu = sys.modules.get("monarch_cy._gpu._memory")
     if gpu is not None and isinstance(obj, gpu.Memory):
         span = _gpu_memory_span(obj, param)
         if writable and span.readonly:
@@ -174,7 +174,7 @@ def move_guard(span: Span):
     keep = span.keep
     if torch is not None and isinstance(keep, torch.Tensor):
         return _StorageGuard(keep, span)
-    gpu = sys.modules.get("monarch_cy.gpu._memory")
+    gpu = sys.modules.get("monarch_cy._gpu._memory")
     if gpu is not None and isinstance(keep, gpu.Memory):
         return _ClosedGuard(keep)
     return None

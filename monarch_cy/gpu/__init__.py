@@ -1,34 +1,28 @@
 """Owning GPU objects over the runtime shim (re-exports only).
 
 Importing this module loads no GPU library; the runtime is bound on the first
-object made (see :mod:`monarch_cy._runtime` for the search order).
-
-* :mod:`._device` — devices: choosing one, properties, scoping what is made on it.
-* :mod:`._stream` — streams, owned or borrowed (torch's).
-* :mod:`._event` — events.
-* :mod:`._memory` — device buffers, pinned host buffers, borrowed memory, copies.
-* :mod:`._ipc` — sharing device memory between processes of one host.
-* :mod:`._torch` — interop with torch without copies, both ways.
+object made (see :mod:`monarch_cy._runtime` for the search order).  The
+implementation lives in :mod:`monarch_cy._gpu` (its docstring lists the modules).
 
 ``UnprovenRuntimeWarning``: the runtime bound is a release the shim's ABI tables are
 not proven against in CI (it binds anyway; docs/gpu.md, "Supported runtimes").
 """
 
 from monarch_cy._errors import UnprovenRuntimeWarning
-from monarch_cy.gpu._device import Device, DeviceProperties, device_count
-from monarch_cy.gpu._event import Event
-from monarch_cy.gpu._ipc import IpcHandle, IpcMapping
-from monarch_cy.gpu._memory import (
+from monarch_cy._gpu._copy import copy
+from monarch_cy._gpu._device import Device, DeviceProperties, device_count
+from monarch_cy._gpu._event import Event
+from monarch_cy._gpu._ipc import IpcHandle, IpcMapping
+from monarch_cy._gpu._memory import (
     DeviceBuffer,
     DeviceMemory,
     HostMemory,
     HostRegistration,
     Memory,
     PinnedBuffer,
-    copy,
 )
-from monarch_cy.gpu._stream import Stream
-from monarch_cy.gpu._torch import wrap_torch
+from monarch_cy._gpu._stream import Stream
+from monarch_cy._gpu._torch import wrap_torch
 
 __all__ = [
     "UnprovenRuntimeWarning",

@@ -15,7 +15,7 @@ from monarch_cy._collectives import _nccl_comm
 from monarch_cy._collectives._group import Group
 from monarch_cy._errors import ResourceClosedError
 from monarch_cy.collectives import GroupAbortedError, NcclCommunicator, NcclError
-from monarch_cy.gpu import _device
+from monarch_cy._gpu import _device
 
 
 class Calls(list):
