@@ -64,6 +64,3 @@ def copy(
     else:
         rt.memcpyAsync(d.ptr + dst_offset, s.ptr + src_offset, n, rt.MEMCPY_DEFAULT, stream_handle(stream))
 
-
-# monarch_cy.gpu._memory re-exports it and stays its ``__module__`` (pickles name it).
-copy.__module__ = "monarch_cy.gpu._memory"

@@ -202,8 +202,3 @@ def as_device(device: "Device | int | None") -> Device:
         return device
     return Device(device)
 
-
-# monarch_cy.gpu._device re-exports these and stays their ``__module__`` (pickles name it).
-for _o in (device_count, DeviceProperties, Device):
-    _o.__module__ = "monarch_cy.gpu._device"
-del _o

@@ -74,6 +74,3 @@ class Event(Owned):
             raise ValueError("elapsed_ms needs both events recorded first")
         return shim().eventElapsedTime(self.handle, end.handle)
 
-
-# monarch_cy.gpu._event re-exports it and stays its ``__module__`` (pickles name it).
-Event.__module__ = "monarch_cy.gpu._event"

@@ -91,8 +91,3 @@ class IpcMapping(DeviceMemory):
     def _before_close(self) -> None:
         pass
 
-
-# monarch_cy.gpu._ipc re-exports these and stays their ``__module__`` (pickles name it).
-for _o in (IpcHandle, IpcMapping):
-    _o.__module__ = "monarch_cy.gpu._ipc"
-del _o

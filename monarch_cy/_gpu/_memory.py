@@ -237,8 +237,3 @@ class HostRegistration(Owned):
         finally:
             self.memory.close()
 
-
-# monarch_cy.gpu._memory re-exports these and stays their ``__module__`` (pickles name it).
-for _o in (Memory, DeviceMemory, DeviceBuffer, HostMemory, PinnedBuffer, HostRegistration):
-    _o.__module__ = "monarch_cy.gpu._memory"
-del _o

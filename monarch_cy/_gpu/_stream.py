@@ -109,6 +109,3 @@ def stream_handle(stream: "Stream | None") -> int:
     stream._check_open()
     return stream.handle
 
-
-# monarch_cy.gpu._stream re-exports it and stays its ``__module__`` (pickles name it).
-Stream.__module__ = "monarch_cy.gpu._stream"

@@ -32,6 +32,3 @@ def wrap_torch(tensor: Any):
         return HostMemory.from_address(tensor.data_ptr(), nbytes, owner=tensor)
     raise ValueError(f"tensor is on {tensor.device}; only cuda and cpu tensors can be wrapped")
 
-
-# monarch_cy.gpu._torch re-exports it and stays its ``__module__`` (pickles name it).
-wrap_torch.__module__ = "monarch_cy.gpu._torch"

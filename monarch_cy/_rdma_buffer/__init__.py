@@ -1,9 +1,9 @@
 """Private implementation of :mod:`monarch_cy.rdma` (one concept per module).
 
 The modules in layer order, bottom first: each imports only modules listed above it.
+The errors are in :mod:`monarch_cy._errors` (the one home of the exception tree).
 
 =================== ==============================================================
-``_errors``         the errors
 ``_handle``         the picklable record
 ``_identity``       host id, pid namespace, job fingerprint
 ``_local``          user memory -> byte span; contiguity and freed-memory checks

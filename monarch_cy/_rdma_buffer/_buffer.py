@@ -25,8 +25,8 @@ stream) before it lets readers in.
 from __future__ import annotations
 
 from monarch_cy._checks import check_int
+from monarch_cy._errors import BufferDroppedError, ForeignJobError
 from monarch_cy._rdma_buffer import _engine, _identity, _owner, _samehost, _select
-from monarch_cy._rdma_buffer._errors import BufferDroppedError, ForeignJobError
 from monarch_cy._rdma_buffer._handle import BufferHandle
 from monarch_cy._rdma_buffer._local import as_span
 

@@ -68,7 +68,7 @@ def run(t: Transfer, deadline: float, auto: bool) -> None:
                                                                       t.nbytes)
         except PermissionError as e:
             if not auto:
-                from monarch_cy._rdma_buffer._errors import BackendUnavailableError
+                from monarch_cy._errors import BackendUnavailableError
                 raise BackendUnavailableError(f"backend 'cma' was refused by the kernel: {e}") \
                     from e
             _select.refuse_cma(h)

@@ -39,7 +39,7 @@ import threading
 import time
 
 from monarch_cy import _leases
-from monarch_cy._rdma_buffer._errors import BufferDroppedError, RDMAError, RDMATimeoutError
+from monarch_cy._errors import BufferDroppedError, RDMAError, RDMATimeoutError
 
 __all__ = ["alloc", "free", "own", "own_lease", "remote", "claim", "fence", "pid_exited",
            "dropped_error", "gone_error", "forget_remote", "NSLOTS", "NCELLS", "DROP_WAIT"]

@@ -66,6 +66,15 @@ def _torch_span(t, param: str, writable: bool) -> Span:
     return Span(t.data_ptr(), n, None, False, t)
 
 
+def _gpu_memory_class():
+    """The base class of monarch_cy.gpu's memory objects, or None while the GPU layer
+    is not loaded (then nothing is one of them, and host memory loads no GPU code)."""
+    if "monarch_cy._gpu" not in sys.modules:
+        return None
+    from monarch_cy._gpu._memory import Memory  # import time: only once the GPU layer is loaded
+    return Memory
+
+
 def _gpu_memory_span(m, param: str) -> Span:
     if m.closed:
         raise ResourceClosedError(
@@ -120,8 +129,8 @@ def as_span(obj: Any, param: str, writable: bool) -> Span:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _torch_span(obj, param, writable)
-    gpu = sys.modules.get("monarch_cy._gpu._memory")
-    if gpu is not None and isinstance(obj, gpu.Memory):
+    gpu_memory = _gpu_memory_class()
+    if gpu_memory is not None and isinstance(obj, gpu_memory):
         span = _gpu_memory_span(obj, param)
         if writable and span.readonly:
             raise ValueError(f"{param} is read-only memory; it cannot be written into")
@@ -174,7 +183,7 @@ def move_guard(span: Span):
     keep = span.keep
     if torch is not None and isinstance(keep, torch.Tensor):
         return _StorageGuard(keep, span)
-    gpu = sys.modules.get("monarch_cy._gpu._memory")
-    if gpu is not None and isinstance(keep, gpu.Memory):
+    gpu_memory = _gpu_memory_class()
+    if gpu_memory is not None and isinstance(keep, gpu_memory):
         return _ClosedGuard(keep)
     return None

@@ -44,8 +44,8 @@ import os
 import pickle
 import threading
 
+from monarch_cy._errors import BufferDroppedError, RDMAError, RDMATimeoutError
 from monarch_cy._rdma_buffer import _identity, _leases
-from monarch_cy._rdma_buffer._errors import BufferDroppedError, RDMAError, RDMATimeoutError
 from monarch_cy._rdma_buffer._handle import BufferHandle
 from monarch_cy._rdma_buffer._local import Span, move_guard
 

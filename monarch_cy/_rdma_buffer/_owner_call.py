@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 
+from monarch_cy._errors import RDMATimeoutError
 from monarch_cy._rdma_buffer import _watch
-from monarch_cy._rdma_buffer._errors import RDMATimeoutError
 
 __all__ = ["request", "wait_answer"]
 

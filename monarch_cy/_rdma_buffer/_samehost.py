@@ -34,8 +34,8 @@ import ctypes
 import errno
 import threading
 
+from monarch_cy._errors import BufferDroppedError, RDMAError
 from monarch_cy._rdma_buffer import _cma, _leases, _watch
-from monarch_cy._rdma_buffer._errors import BufferDroppedError, RDMAError
 from monarch_cy._rdma_buffer._local import Span
 
 __all__ = ["check_token", "cma_read", "cma_write", "ipc_read", "ipc_write", "local_copy",

@@ -26,9 +26,9 @@ from __future__ import annotations
 import os
 
 from monarch_cy import _config
+from monarch_cy._errors import BackendUnavailableError
 from monarch_cy._host_identity import hostname_of
 from monarch_cy._rdma_buffer import _identity, _verbs_backend
-from monarch_cy._rdma_buffer._errors import BackendUnavailableError
 
 __all__ = ["NAMES", "ENV", "requested", "choose", "why_not", "refuse_cma"]
 
@@ -108,7 +108,7 @@ def _warn_tcp() -> None:
     if not _tcp_warned:
         _tcp_warned.append(True)
         import warnings
-        from monarch_cy._rdma_buffer._errors import RDMATcpFallbackWarning
+        from monarch_cy._errors import RDMATcpFallbackWarning
         warnings.warn("RDMABuffer transfers between these processes use the TCP fallback "
                       "(no verbs device and no same-host path)", RDMATcpFallbackWarning,
                       stacklevel=4)

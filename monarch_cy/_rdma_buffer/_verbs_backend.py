@@ -203,9 +203,8 @@ def _run(h, span: Span, local_offset: int, offset: int, n: int, deadline: float,
 
 def _explain(h, e: BaseException, read: bool, deadline: float) -> BaseException:
     """The error to raise for ``e``, a failed wait on ``h``'s owner (module docstring)."""
+    from monarch_cy._errors import BufferDroppedError, OwnerDiedError, RDMATimeoutError
     from monarch_cy._rdma_buffer import _owner_call, _watch
-    from monarch_cy._rdma_buffer._errors import (BufferDroppedError, OwnerDiedError,
-                                                 RDMATimeoutError)
     from monarch_cy._verbs import VerbsError, VerbsTimeout
     if not isinstance(e, VerbsError):
         return e                      # OwnerDiedError from the check, or an interrupt

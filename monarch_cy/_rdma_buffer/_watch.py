@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from monarch_cy._errors import OwnerDiedError
 from monarch_cy._rdma_buffer import _identity
-from monarch_cy._rdma_buffer._errors import OwnerDiedError
 
 __all__ = ["check_owner", "watching", "died_error", "owner_gone", "on_death"]
 

@@ -2,27 +2,31 @@
 
 Importing this module loads no GPU library; the runtime is bound on the first
 object made (see :mod:`monarch_cy._runtime` for the search order).  The
-implementation lives in :mod:`monarch_cy._gpu` (its docstring lists the modules).
+implementation lives in :mod:`monarch_cy._gpu` (its docstring lists the modules);
+every class and function here has ``monarch_cy.gpu`` as its ``__module__``.
 
 ``UnprovenRuntimeWarning``: the runtime bound is a release the shim's ABI tables are
 not proven against in CI (it binds anyway; docs/gpu.md, "Supported runtimes").
 """
 
 from monarch_cy._errors import UnprovenRuntimeWarning
-from monarch_cy._gpu._copy import copy
-from monarch_cy._gpu._device import Device, DeviceProperties, device_count
-from monarch_cy._gpu._event import Event
-from monarch_cy._gpu._ipc import IpcHandle, IpcMapping
-from monarch_cy._gpu._memory import (
+from monarch_cy._gpu import (
+    Device,
     DeviceBuffer,
     DeviceMemory,
+    DeviceProperties,
+    Event,
     HostMemory,
     HostRegistration,
+    IpcHandle,
+    IpcMapping,
     Memory,
     PinnedBuffer,
+    Stream,
+    copy,
+    device_count,
+    wrap_torch,
 )
-from monarch_cy._gpu._stream import Stream
-from monarch_cy._gpu._torch import wrap_torch
 
 __all__ = [
     "UnprovenRuntimeWarning",

@@ -5,15 +5,14 @@ Re-exports only; the implementation lives in :mod:`monarch_cy._rdma_buffer`.  Se
 ``docs/rdma.md``.  Importing this module imports neither torch nor zmq.
 """
 
+from monarch_cy._errors import (BackendUnavailableError, BufferDroppedError, ForeignJobError,
+                                OwnerDiedError, RDMAError, RDMAReadTransferWarning,
+                                RDMATcpFallbackWarning, RDMATimeoutError,
+                                RDMAWriteTransferWarning)
 from monarch_cy._rdma_buffer._action import RDMAAction
 from monarch_cy._rdma_buffer._availability import (get_rdma_backend, is_ibverbs_available,
                                                    is_rdma_available)
 from monarch_cy._rdma_buffer._buffer import RDMABuffer
-from monarch_cy._rdma_buffer._errors import (BackendUnavailableError, BufferDroppedError,
-                                             ForeignJobError, OwnerDiedError, RDMAError,
-                                             RDMAReadTransferWarning,
-                                             RDMATcpFallbackWarning, RDMATimeoutError,
-                                             RDMAWriteTransferWarning)
 
 __all__ = [
     "RDMAAction",

@@ -14,11 +14,18 @@ from monarch_cy.rdma import (BackendUnavailableError, BufferDroppedError, Foreig
                              OwnerDiedError, RDMAAction, RDMABuffer, RDMATimeoutError)
 
 
+RDMA_ERRORS = ("RDMAError", "BufferDroppedError", "OwnerDiedError", "ForeignJobError",
+               "RDMATimeoutError", "BackendUnavailableError", "RDMATcpFallbackWarning",
+               "RDMAReadTransferWarning", "RDMAWriteTransferWarning")
+
+
 def test_public_names_complete():
-    from monarch_cy._rdma_buffer import _errors
+    from monarch_cy import errors
     assert set(rdma.__all__) == {n for n in dir(rdma) if not n.startswith("_")} - {"annotations"}
-    for name in _errors.__all__:
+    for name in RDMA_ERRORS:     # one class each, whose public home is monarch_cy.errors
         assert name in rdma.__all__
+        assert getattr(rdma, name) is getattr(errors, name), name
+        assert getattr(rdma, name).__module__ == "monarch_cy.errors", name
 
 
 def test_import_is_light():
