@@ -11,11 +11,11 @@ working for code that does not know monarch_cy.
 
 This module is flat: it imports nothing of monarch_cy, so the flat Cython tiers
 (``_hip_shim``, ``_nccl_shim``, ``_rdma``) raise the errors defined here and
-import nothing above themselves.  It is the one home of every error class:
-errors whose documented home is a subsystem (verbs, NCCL and collectives, the actor
-model, RDMA buffers, hosts) are defined here and re-exported there, and keep that
-subsystem module as their ``__module__`` (pickles and tracebacks name the module
-users import them from).  :mod:`monarch_cy.errors` exports the whole tree.
+import nothing above themselves.  It is the one home of every error and warning
+class; :mod:`monarch_cy.errors` is their one public face and every class's
+``__module__`` (pickles and tracebacks name ``monarch_cy.errors.ActorError``, the
+module users import it from); the public packages of the subsystems (``actor``,
+``rdma``, ``collectives``, ``job``, ``gpu``) re-export theirs.
 """
 
 from __future__ import annotations
@@ -189,8 +189,6 @@ NCCL_RESULT_NAMES = {
     8: "ncclTimeout",
 }
 
-_NCCL_HOME = "monarch_cy._collectives._errors"      # where users import them from
-
 
 class NcclError(MonarchCyError):
     """An NCCL/RCCL call failed.
@@ -202,8 +200,6 @@ class NcclError(MonarchCyError):
         last_error: ``ncclGetLastError`` text at the time (may be ``""``).
         call: the failing function without its prefix (``"CommInitRank"``).
     """
-
-    __module__ = _NCCL_HOME
 
     def __init__(self, result: int, message: str = "", last_error: str = "", call: str = "") -> None:
         self.result = int(result)
@@ -226,8 +222,6 @@ class NcclError(MonarchCyError):
 class NcclUnavailable(MonarchCyError, RuntimeError):
     """No usable NCCL/RCCL library.  ``tried`` lists every place looked at, in order."""
 
-    __module__ = _NCCL_HOME
-
     def __init__(self, message: str, tried: tuple[str, ...] = ()) -> None:
         self.message = str(message)
         self.tried = tuple(tried)
@@ -240,7 +234,7 @@ class NcclUnavailable(MonarchCyError, RuntimeError):
         return (type(self), (self.message, self.tried))
 
 
-# -- the actor model (documented home: monarch_cy._actor.errors) -----------------
+# -- the actor model ---------------------------------------------------------------
 
 class ActorError(MonarchCyError):
     """An endpoint raised: carries the remote exception and its formatted traceback.
@@ -344,7 +338,7 @@ class ForeignJobError(MonarchCyError, ValueError):
         return (type(self), (self.message,))
 
 
-# -- collectives (documented home: monarch_cy._collectives._errors) -------------
+# -- collectives ------------------------------------------------------------------
 
 class CollectiveError(MonarchCyError, RuntimeError):
     """A collective operation failed (a peer died, the backend reported an error).
@@ -383,7 +377,7 @@ class GroupAbortedError(ResourceClosedError):
         return (type(self), (self.reason,))
 
 
-# -- remote hosts and scheduler jobs (documented home: monarch_cy._hosts.errors) --
+# -- remote hosts and scheduler jobs ----------------------------------------------
 
 class HostError(MonarchCyError):
     """A remote host (its agent) cannot serve this controller."""
@@ -405,7 +399,7 @@ class SchedulerError(HostError, RuntimeError):
     """The scheduler (SLURM, Kubernetes) refused or ended the job; carries its message."""
 
 
-# -- RDMA buffers (documented home: monarch_cy._rdma_buffer._errors) -------------
+# -- RDMA buffers -----------------------------------------------------------------
 
 class RDMAError(MonarchCyError):
     """Base of the errors of ``monarch_cy.rdma``; ``message`` is the text."""
@@ -421,11 +415,6 @@ class RDMAError(MonarchCyError):
 class BufferDroppedError(RDMAError, ValueError):
     """The buffer was dropped (by its owner or through any copy of its handle);
     its memory may already be reused, so nothing reads or writes it any more."""
-
-
-class _RDMAForeignJobError(RDMAError, ForeignJobError):
-    """A buffer handle made by another job (another controller) was used here (also
-    the actor layer's :class:`~monarch_cy._actor.errors.ForeignJobError`)."""
 
 
 class RDMATimeoutError(RDMAError, TimeoutError):
@@ -462,31 +451,18 @@ class RDMAWriteTransferWarning(UserWarning):
     """Monarch's name (Monarch 0.7.0 defines it and never emits it; neither do we)."""
 
 
-_RDMAForeignJobError.__name__ = _RDMAForeignJobError.__qualname__ = "ForeignJobError"
-
-# Each class keeps its documented home as __module__: tracebacks and pickles name
-# the module users import it from (which re-exports it from here).
-for _home, _classes in (
-        ("monarch_cy._actor.errors", (ActorError, SupervisionError, MeshStoppedError,
-                                      MeshIndexError, ForeignJobError)),
-        ("monarch_cy._collectives._errors", (CollectiveError, CollectiveTimeout,
-                                             GroupAbortedError)),
-        ("monarch_cy._hosts.errors", (HostError, HostUnreachableError, HostRefusedError,
-                                      HostLostError, SchedulerError)),
-        ("monarch_cy._rdma_buffer._errors", (RDMAError, BufferDroppedError,
-                                             _RDMAForeignJobError, RDMATimeoutError,
-                                             BackendUnavailableError, OwnerDiedError,
-                                             RDMATcpFallbackWarning,
-                                             RDMAReadTransferWarning,
-                                             RDMAWriteTransferWarning)),
-        ("monarch_cy.gpu", (UnprovenRuntimeWarning,))):
-    for _c in _classes:
-        _c.__module__ = _home
-del _home, _classes, _c
-
-
 class MachineError(MonarchCyError, ValueError):
     """Valid training options that this machine cannot satisfy: ``--device gpu`` with
     no GPU found, or more ``--procs`` than GPUs when procs run on GPUs.  ``monarch-cy
     train`` exits 3 for it, 2 for every other ``ValueError`` of
     ``TrainConfig.validate``."""
+
+
+# Every class's public face: tracebacks and pickles name the module users import it
+# from (monarch_cy.errors re-exports each one).
+PUBLIC_HOME = "monarch_cy.errors"
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = PUBLIC_HOME
+del _name, _obj

@@ -11,7 +11,7 @@ Rules, stated once for every function here:
   caller; :mod:`monarch_cy._collectives._nccl_comm` does that for you.
 * Data types, reduction ops and results are the ints both libraries share
   (``DTYPE_*``, ``OP_*``, ``RESULT_*`` below; ``mcy_nccl_names.h`` proves them).
-* A failing result raises :class:`~monarch_cy._collectives._errors.NcclError`
+* A failing result raises :class:`~monarch_cy.errors.NcclError`
   with the library's description and ``ncclGetLastError``'s text.
   ``ncclInProgress`` is not a failure: calls on a non-blocking communicator
   return ``True`` while the work is still in progress (poll
@@ -28,7 +28,7 @@ finds and opens it only), resolves one address per :func:`function_names`
 entry (0 for a missing optional one) and calls :func:`bind`.
 
 Flat: this tier imports nothing of monarch_cy but the flat :mod:`monarch_cy._errors`
-(where ``NcclError``/``NcclUnavailable`` are defined; ``monarch_cy._collectives._errors``
+(where ``NcclError``/``NcclUnavailable`` are defined; ``monarch_cy.errors``
 re-exports them).  Cython code can ``cimport`` it: ``_nccl_shim.pxd`` declares the
 types, :func:`nccl_table` and :func:`check_result`.
 """

@@ -45,8 +45,8 @@ import runpy
 import socket
 import sys
 
-from monarch_cy._actor.actor import Actor, current_rank, current_size
-from monarch_cy._actor.endpoint import endpoint
+from monarch_cy._actor.model.actor import Actor, current_rank, current_size
+from monarch_cy._actor.model.endpoint import endpoint
 from monarch_cy._checks import is_int
 from monarch_cy._torchrun import free_local_port
 

@@ -1,9 +1,11 @@
 """Public exception tree (re-exports only).
 
 Every error monarch_cy raises on its own account derives from
-:class:`MonarchCyError` (defined, with the errors of the flat tiers, in
-:mod:`monarch_cy._errors`); each layer's own errors are defined in that layer and
-all of them are reachable here::
+:class:`MonarchCyError`.  Every class is defined in :mod:`monarch_cy._errors` (the
+flat tiers raise them and import nothing above themselves) and this module is its
+``__module__``: tracebacks and pickles name ``monarch_cy.errors.<Class>``.  The
+public packages re-export their own (``monarch_cy.actor``, ``.rdma``,
+``.collectives``, ``.job``, ``.gpu``)::
 
     MonarchCyError
     ├── GpuRuntimeError ── OutOfMemoryError (MemoryError), NoDeviceError
@@ -21,48 +23,47 @@ all of them are reachable here::
     └── HostError ── HostUnreachableError, HostRefusedError, HostLostError,
                      SchedulerError
 
+Warnings: ``UnprovenRuntimeWarning`` (a GPU runtime release not yet proven),
+``RDMATcpFallbackWarning``, ``RDMAReadTransferWarning``, ``RDMAWriteTransferWarning``.
+
 Importing this module imports no GPU library, no zmq and no torch.
 """
 
-from monarch_cy._actor.errors import (
+from monarch_cy._errors import (
     ActorError,
-    ForeignJobError,
-    MeshIndexError,
-    MeshStoppedError,
-    SupervisionError,
-)
-from monarch_cy._collectives._errors import (
+    BackendUnavailableError,
+    BufferDroppedError,
     CollectiveError,
     CollectiveTimeout,
-    GroupAbortedError,
-)
-from monarch_cy._errors import (
-    MachineError,
+    ForeignJobError,
     GpuRuntimeError,
     GpuRuntimeUnavailable,
+    GroupAbortedError,
+    HostError,
+    HostLostError,
+    HostRefusedError,
+    HostUnreachableError,
+    MachineError,
+    MeshIndexError,
+    MeshStoppedError,
     MonarchCyError,
     NcclError,
     NcclUnavailable,
     NoDeviceError,
     OutOfMemoryError,
+    OwnerDiedError,
+    RDMAError,
+    RDMAReadTransferWarning,
+    RDMATcpFallbackWarning,
+    RDMATimeoutError,
+    RDMAWriteTransferWarning,
     ResourceClosedError,
+    SchedulerError,
+    SupervisionError,
+    UnprovenRuntimeWarning,
     VerbsError,
     VerbsTimeout,
     VerbsUnavailable,
-)
-from monarch_cy._hosts.errors import (
-    HostError,
-    HostLostError,
-    HostRefusedError,
-    HostUnreachableError,
-    SchedulerError,
-)
-from monarch_cy._rdma_buffer._errors import (
-    BackendUnavailableError,
-    BufferDroppedError,
-    OwnerDiedError,
-    RDMAError,
-    RDMATimeoutError,
 )
 
 __all__ = [
@@ -96,4 +97,8 @@ __all__ = [
     "HostRefusedError",
     "HostLostError",
     "SchedulerError",
+    "UnprovenRuntimeWarning",
+    "RDMATcpFallbackWarning",
+    "RDMAReadTransferWarning",
+    "RDMAWriteTransferWarning",
 ]

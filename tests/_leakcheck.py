@@ -37,9 +37,9 @@ def no_leaks():
     yield
     from monarch_cy._transport import node as _node
     if _node.current_node() is not None:
-        from monarch_cy._actor.proc_mesh import stop_all
+        from monarch_cy._actor.meshes.proc_stop import stop_all
         stop_all(grace=3.0)
-    from monarch_cy._actor.rundir import reaper_pids
+    from monarch_cy._actor.launch.rundir import reaper_pids
     # The run directory's reaper lives as long as this process (by design).
     leftover = set(children()) - kids_before - set(reaper_pids())
     assert not leftover, f"child processes left behind: {leftover}"

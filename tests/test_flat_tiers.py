@@ -26,7 +26,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "monarch_cy"
 TIERS = sorted(p.stem for p in PKG.glob("*.pyx"))
-FLAT_MODULES = {"monarch_cy._errors"} | {f"monarch_cy.{t}" for t in TIERS}
+# the exception tree and its public face (which imports only the tree)
+FLAT_MODULES = {"monarch_cy._errors", "monarch_cy.errors"} | {f"monarch_cy.{t}" for t in TIERS}
 ABOVE = ("_collectives", "_actor", "_hosts", "_rdma_buffer", "_verbs", "gpu", "_gpu", "_train",
          "_transport", "collectives", "actor", "rdma", "train")
 
@@ -107,22 +108,23 @@ def test_importing_the_tiers_loads_nothing_above_them():
     assert loaded <= FLAT_MODULES, sorted(loaded - FLAT_MODULES)
 
 
-def test_moved_errors_keep_their_identity():
-    """NcclError/NcclUnavailable live in the flat _errors; every old import path names
-    the same class, and the public home stays their __module__ (pickles, tracebacks)."""
+def test_flat_tier_errors_have_one_class_and_a_public_home():
+    """The flat tiers raise errors defined in the flat _errors; every public path names
+    the same class, and its __module__ is the public monarch_cy.errors (pickles and
+    tracebacks name it, never a private module)."""
     import pickle
 
-    from monarch_cy import _errors
-    from monarch_cy._collectives import _errors as coll
-    from monarch_cy._verbs import _errors as verbs
+    from monarch_cy import _errors, errors
+    from monarch_cy._verbs import VerbsError, VerbsUnavailable
     from monarch_cy.collectives import NcclError, NcclUnavailable
 
-    assert NcclError is coll.NcclError is _errors.NcclError
-    assert NcclUnavailable is coll.NcclUnavailable is _errors.NcclUnavailable
-    assert coll.RESULT_NAMES is _errors.NCCL_RESULT_NAMES
-    assert NcclError.__module__ == NcclUnavailable.__module__ == "monarch_cy._collectives._errors"
-    assert b"monarch_cy._collectives._errors" in pickle.dumps(NcclError(4))
-    assert verbs.VerbsError is _errors.VerbsError and verbs.VerbsUnavailable is _errors.VerbsUnavailable
+    assert NcclError is errors.NcclError is _errors.NcclError
+    assert NcclUnavailable is errors.NcclUnavailable is _errors.NcclUnavailable
+    assert NcclError.__module__ == NcclUnavailable.__module__ == "monarch_cy.errors"
+    data = pickle.dumps(NcclError(4))
+    assert b"monarch_cy.errors" in data and b"_collectives" not in data
+    assert pickle.loads(data).name == "ncclInvalidArgument"
+    assert VerbsError is _errors.VerbsError and VerbsUnavailable is _errors.VerbsUnavailable
 
 
 def test_pxd_files_ship_with_the_package():

@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 
-from monarch_cy._collectives._errors import GroupAbortedError
+from monarch_cy._errors import GroupAbortedError
 from monarch_cy._errors import ResourceClosedError
 from monarch_cy._resource import Abortable, Owned
 

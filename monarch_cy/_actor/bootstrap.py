@@ -6,10 +6,11 @@ The per-rank environment (``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``,
 ``MONARCH_CY_RANK``...) is in place before any user code runs.  Nothing here
 imports torch.
 
-Two roles (see :mod:`.launcher`):
+Two roles (see :mod:`.launch.launcher`):
 
-* worker: the main thread pumps the proc's inbox forever; it exits on STOP (after
-  flushing queued messages, at most ~1 s) or as soon as the controller dies;
+* worker: the main thread pumps the proc's inbox forever with the handlers of
+  :mod:`.wiring`; it exits on STOP (after flushing queued messages, at most ~1 s;
+  :mod:`.host.stopping`) or as soon as the controller dies;
 * zygote (first config line has ``"zygote": true``): imports the runtime once, then
   forks one worker per request line, reporting ``forked``/``exit`` lines on its
   status pipe; it exits when its stdin closes.
@@ -40,57 +41,6 @@ def _pdeathsig(sig: int) -> None:
         pass
 
 
-_stopping = False
-
-
-def _stop(node, hdr, data, extras) -> None:
-    global _stopping
-    if _stopping:            # a second STOP, handled while the first waits: ignore it
-        return
-    _stopping = True
-    try:
-        from monarch_cy._actor import actor_host
-        # __cleanup__ of each actor after the messages sent before the stop, bounded
-        actor_host.stop_hosts(node, 1.5, hdr[1] if len(hdr) > 1 else ())
-        import gc
-        gc.collect()                        # actors' __del__ (cycles included)
-    except Exception:  # noqa: BLE001
-        from monarch_cy._log import logger
-        logger("actor").exception("stopping this proc's actors failed")
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except Exception:
-        pass
-    node.close_outlets(1.0)
-    node.inbox.close(linger=0)
-    node.direct.close(linger=0)     # else ctx.term() waits for it: the join below times out
-    if node.ctx is not None:
-        if node._zap is not None:
-            node._zap.close(linger=0)
-        t = threading.Thread(target=node.ctx.term, daemon=True)
-        t.start()
-        t.join(1.0)
-    os._exit(0)
-
-
-# Every module a worker imports before it serves (worker_main, and the handlers it
-# registers), plus what user actor modules import: the zygote imports them once, before
-# any fork, so that no worker spends its start importing (4 workers importing at once
-# on 2 cores took about 20 ms of a cold start).
-_WORKER_MODULES = (
-    "monarch_cy._actor.actor_host", "monarch_cy._actor.logs", "monarch_cy._actor.errors",
-    "monarch_cy._actor.heartbeat", "monarch_cy._actor.heartbeat_tree",
-    "monarch_cy._actor.supervision", "monarch_cy._actor.cast_tree",
-    "monarch_cy._actor.spawn_tree", "monarch_cy._actor.stop_tree",
-    "monarch_cy._actor.handles", "monarch_cy._actor.controllers",
-    "monarch_cy._actor.proc_setup", "monarch_cy._actor.tree_reduce",
-    "monarch_cy._transport.auth", "monarch_cy._transport.node",
-    "monarch_cy._transport.protocol", "monarch_cy._transport.shm",
-    "monarch_cy._transport.wire", "monarch_cy._transport.alarm", "monarch_cy.actor",
-)
-
-
 def worker_main(cfg: dict) -> None:
     """Run a worker with ``cfg`` until STOP or the controller's death; never returns."""
     try:
@@ -101,19 +51,18 @@ def worker_main(cfg: dict) -> None:
             # unpickled here may say "from monarch.actor import ...".
             from monarch_cy.compat import install
             install(shadow=True)
-        from monarch_cy._actor import actor_host, logs
-        from monarch_cy._actor.errors import ActorError
+        # deferred: sys.path and compat must be in place before the runtime loads
+        from monarch_cy._actor import wiring
+        from monarch_cy._errors import ActorError
         from monarch_cy._transport.auth import JobKeys
         from monarch_cy._transport.node import Node, set_node
-        from monarch_cy._transport.protocol import SPAWN, STOP
-        from monarch_cy._actor import heartbeat, supervision
         import signal
         _pdeathsig(signal.SIGKILL)
         if cfg.get("bind"):
-            from monarch_cy._actor.proc_bind import apply
+            from monarch_cy._actor.launch.proc_bind import apply  # deferred: as above
             apply(cfg["bind"])
         if cfg.get("setup"):
-            from monarch_cy._actor import proc_setup
+            from monarch_cy._actor.host import proc_setup  # deferred: as above
             proc_setup.arm()
         parent = cfg.get("_parent")
         if (parent and os.getppid() != parent) or os.getppid() == 1:
@@ -121,31 +70,11 @@ def worker_main(cfg: dict) -> None:
         node = Node(cfg["addr"], JobKeys(bytes.fromhex(cfg["secret"])),
                     rundir=cfg["rundir"], is_controller=False, direct_addr=cfg["daddr"],
                     remote_error=ActorError)
-        node.controller_addr = cfg["controller"]
         set_node(node)
-        node.handlers[SPAWN] = actor_host.handle_spawn
-        from monarch_cy._actor import cast_tree
-        node.handlers[cast_tree.CAST] = cast_tree.forward
-        from monarch_cy._actor import heartbeat_tree
-        node.handlers[heartbeat_tree.HB_TREE] = heartbeat_tree.forward
-        from monarch_cy._actor import spawn_tree
-        node.handlers[spawn_tree.SPAWN_TREE] = spawn_tree.forward
-        from monarch_cy._actor import stop_tree
-        node.handlers[stop_tree.STOP_TREE] = \
-            lambda n, hdr, d, e: stop_tree.forward(n, hdr, d, e, _stop)
-        node.handlers[STOP] = _stop
-        node.handlers[supervision.HEARTBEAT] = heartbeat.handle_heartbeat
-        node.handlers[supervision.REVIVE] = lambda n, hdr, d, e: n.revive(hdr[1])
-        node.handlers[supervision.SEEN] = lambda n, hdr, d, e: None
-        from monarch_cy._actor import handles
-        node.handlers[handles.MESH_CTL] = handles.handle_mesh_ctl
-        from monarch_cy._actor import controllers
-        controllers.set_address(cfg.get("cc_addr"))
-        logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
-        node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
+        wiring.install_worker(node, cfg)
         node.serve_forever()
     except BaseException:
-        from monarch_cy._log import logger
+        from monarch_cy._log import logger  # deferred: import time (logging)
         logger("actor").exception("this proc's runtime failed; exiting with status 70")
         os._exit(70)
     os._exit(0)
@@ -164,7 +93,9 @@ def zygote_main(first: dict, stdin) -> None:
     if first.get("zmq", True):
         import zmq  # noqa: F401  (imported once, before any fork; unix:// needs none)
     import importlib
-    for name in _WORKER_MODULES:
+    # deferred: the fork server imports the runtime here, once, before any fork
+    from monarch_cy._actor.wiring import WORKER_MODULES
+    for name in WORKER_MODULES:
         importlib.import_module(name)
     import gc
     import signal
@@ -174,7 +105,7 @@ def zygote_main(first: dict, stdin) -> None:
 
     def parent_died(signum, frame):
         # The controller is gone: take every worker down with us (its run directory
-        # is removed by its reaper, monarch_cy._actor.rundir).
+        # is removed by its reaper, monarch_cy._actor.launch.rundir).
         # Stdin's EOF and the parent-death SIGTERM both come here: the first one wins
         # (a SIGTERM arriving mid-way must not re-enter, e.g. inside an import).
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -33,7 +33,7 @@ import threading
 from typing import Any, Callable
 
 from monarch_cy._collectives._buffers import Buffer, check_gather_sizes, describe
-from monarch_cy._collectives._errors import CollectiveError, CollectiveTimeout
+from monarch_cy._errors import CollectiveError, CollectiveTimeout
 from monarch_cy._collectives._group import Group, ReduceOp, Work, as_reduce_op, check_rank
 
 __all__ = ["GlooGroup", "GLOO_DTYPES"]

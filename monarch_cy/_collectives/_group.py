@@ -38,7 +38,7 @@ import enum
 import operator
 from typing import Any
 
-from monarch_cy._collectives._errors import GroupAbortedError
+from monarch_cy._errors import GroupAbortedError
 from monarch_cy._resource import Abortable
 
 __all__ = ["ReduceOp", "Work", "Group", "as_reduce_op", "check_rank"]

@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 from monarch_cy._collectives._buffers import Buffer, check_gather_sizes, describe
-from monarch_cy._collectives._errors import CollectiveError, CollectiveTimeout, NcclError
+from monarch_cy._errors import CollectiveError, CollectiveTimeout, NcclError
 from monarch_cy._collectives._group import Group, ReduceOp, Work, as_reduce_op, check_rank
 from monarch_cy._collectives._rendezvous import UniqueId
 
@@ -193,7 +193,7 @@ class NcclCommunicator(Group):
         nap = 1e-5
         while True:
             if self._aborted is not None:
-                from monarch_cy._collectives._errors import GroupAbortedError
+                from monarch_cy._errors import GroupAbortedError
 
                 raise GroupAbortedError(f"NcclCommunicator was aborted while waiting for {op}: {self._aborted}")
             state = nccl.commGetAsyncError(self._handle)

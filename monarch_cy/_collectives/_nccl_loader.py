@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from monarch_cy import _config, _loader, _runtime
 from monarch_cy._loader import Candidate
-from monarch_cy._collectives._errors import NcclUnavailable
+from monarch_cy._errors import NcclUnavailable
 
 __all__ = [
     "ENV_LIBRARY",

@@ -16,7 +16,7 @@ from the environment the procs get (they receive it through their stdin pipe, as
 local procs do).  Peers without it fail the CURVE handshake and are logged; nothing
 they send is read.
 
-Procs are forked by a zygote (:mod:`monarch_cy._actor.launcher`) owned by the agent;
+Procs are forked by a zygote (:mod:`monarch_cy._actor.launch.launcher`) owned by the agent;
 each proc watches the agent's pid and exits when the agent dies.  The agent reports
 every start and exit to the controller that asked, and kills that controller's procs
 when it says goodbye or is lost (no message for the heartbeat timeout, see
@@ -139,7 +139,7 @@ class Agent:
 
     def _zygote(self):
         if self.zygote is None:
-            from monarch_cy._actor.launcher import _Zygote
+            from monarch_cy._actor.launch.launcher import _Zygote
             self.zygote = _Zygote()
             self.poller.register(self.zygote.status_fd, self.zmq.POLLIN)
         return self.zygote
@@ -181,7 +181,7 @@ class Agent:
         coord = env.pop("MONARCH_CY_GPU_COORD", None)
         full.update(env)
         if coord is not None:       # index the GPUs this host's agent was given
-            from monarch_cy._actor.visible_gpus import assignment
+            from monarch_cy._actor.launch.visible_gpus import assignment
             try:
                 full.update(assignment(full, int(coord)))
             except ValueError as e:

@@ -28,7 +28,7 @@ import threading
 from monarch_cy import _config
 from monarch_cy._checks import check_timeout
 from monarch_cy._hosts import protocol as P
-from monarch_cy._hosts.errors import HostUnreachableError
+from monarch_cy._errors import HostUnreachableError
 
 __all__ = ["attach_to_workers", "HostSet", "ensure_controller_node", "get_hub",
            "attach_timeout", "controller_ip", "configured_ip"]
@@ -74,7 +74,7 @@ def _shutdown() -> None:
     try:
         from monarch_cy._transport.node import current_node
         if current_node() is not None:
-            from monarch_cy._actor.proc_mesh import stop_all
+            from monarch_cy._actor.meshes.proc_stop import stop_all
             stop_all(grace=2.0)
     except Exception:
         pass
@@ -89,6 +89,7 @@ def _shutdown() -> None:
 
 _finalizers = []
 _registered = False
+_registered_lock = threading.Lock()
 
 
 def at_shutdown(fn) -> None:
@@ -131,16 +132,14 @@ def ensure_controller_node(toward: str | None, secret: bytes | None,
     # Import asyncio before the runtime's threads start: Future.get() reads it from
     # sys.modules and must never see it half-imported by another thread.
     import asyncio  # noqa: F401
-    from monarch_cy._actor import controller
-    from monarch_cy._transport import node as N
-    with N._node_lock:
+    from monarch_cy._actor.wiring import make_controller_node
+    from monarch_cy._transport.current import node_or_make
+    with _registered_lock:
         if not _registered:
             _registered = True
             atexit.register(_shutdown)
-        if N._node is None:
-            N._node = controller.make_controller_node(
-                host=host or controller_ip(toward), secret=secret)
-        node = N._node
+    node = node_or_make(lambda: make_controller_node(
+        host=host or controller_ip(toward), secret=secret))
     local_ok = toward is not None and P.is_loopback(toward)
     if not node.addr.startswith("tcp://") or (
             P.is_loopback(P.parse_tcp(node.addr)[0]) and not local_ok):
@@ -178,9 +177,9 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
     the job secret instead, so only their defaults are accepted.  Returns at once;
     ``.initialized`` is a Future of True (or the first host's failure).
     """
-    from monarch_cy._actor.future import Future
-    from monarch_cy._actor.host_mesh import HostMesh
-    from monarch_cy._actor.shape import Shape
+    from monarch_cy._actor.base.future import Future
+    from monarch_cy._actor.meshes.host_mesh import HostMesh
+    from monarch_cy._actor.base.shape import Shape
     from monarch_cy._transport.secret import load_secret
     if ca not in (None, "trust_all_connections") or private_key is not None:
         raise ValueError("monarch_cy authenticates hosts with the job secret "
@@ -218,9 +217,9 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
 
 def host_mesh(hosts: list):
     """A ``HostMesh`` over ``hosts`` with ``.initialized``."""
-    from monarch_cy._actor.future import Future
-    from monarch_cy._actor.host_mesh import HostMesh
-    from monarch_cy._actor.shape import Shape
+    from monarch_cy._actor.base.future import Future
+    from monarch_cy._actor.meshes.host_mesh import HostMesh
+    from monarch_cy._actor.base.shape import Shape
     hs = HostSet(list(hosts))
     hm = HostMesh(Shape.dense(("hosts",), (len(hosts),)), hs)
     fut = Future._make(None)

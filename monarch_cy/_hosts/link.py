@@ -22,10 +22,10 @@ import threading
 import time
 from collections import deque
 
-from monarch_cy._actor.launcher import ProcHandle
+from monarch_cy._actor.launch.launcher import ProcHandle
 from monarch_cy._hosts import protocol as P
 from monarch_cy._log import logger
-from monarch_cy._hosts.errors import (HostError, HostLostError, HostRefusedError,
+from monarch_cy._errors import (HostError, HostLostError, HostRefusedError,
                                       HostUnreachableError)
 
 __all__ = ["Hub", "RemoteHost", "RemoteProcHandle", "DialIn"]
@@ -94,11 +94,11 @@ class RemoteHost:
 
     def proc_addrs(self) -> tuple[str, str]:
         """``(key, direct address)`` for a new proc on this host; later actor
-        addresses of that proc come from here too (``controller.REMOTE_ALLOC``)."""
-        from monarch_cy._actor import controller
+        addresses of that proc come from here too (``addresses.REMOTE_ALLOC``)."""
+        from monarch_cy._actor.base import addresses
         key = self._alloc(None)
         daddr = self._alloc(key)
-        controller.REMOTE_ALLOC[key] = lambda tag: self._alloc(key)
+        addresses.REMOTE_ALLOC[key] = lambda tag: self._alloc(key)
         return key, daddr
 
     def start_proc(self, node, cfg: dict, env: dict) -> RemoteProcHandle:
@@ -121,13 +121,13 @@ class RemoteHost:
 
     # -- hub thread ----------------------------------------------------------
     def _proc_exited(self, key: str, code: int, cause: str | None = None) -> None:
-        from monarch_cy._actor import controller
+        from monarch_cy._actor.base import addresses
         with self._lock:
             h = self.procs.pop(key, None)
             ports = self._owned.pop(key, [])
             if self.state == "up":
                 self._free.extend(ports)
-        controller.REMOTE_ALLOC.pop(key, None)
+        addresses.REMOTE_ALLOC.pop(key, None)
         if h is not None:
             node = self.hub.node
             node.call_in_pump(lambda: h._finish(node, code, cause))
@@ -306,7 +306,7 @@ class Hub:
                                f"{self.dialin.addr}")
         if bind.startswith("tcp://") and bind.endswith(":0"):
             # any port: the first free one of MONARCH_CY_CONTROLLER_PORTS, if set
-            from monarch_cy._actor.controller import listen_port
+            from monarch_cy._actor.base.addresses import listen_port
             host = bind[6:-2]
             bind = f"tcp://{host}:{listen_port(host.strip('[]'))}"
         P.parse_tcp(bind, "agent port address")

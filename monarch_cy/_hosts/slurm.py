@@ -55,7 +55,7 @@ from monarch_cy._checks import check_timeout
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts import slurm_cache as cache
 from monarch_cy._hosts import slurm_cli as cli
-from monarch_cy._hosts.errors import HostUnreachableError, SchedulerError
+from monarch_cy._errors import HostUnreachableError, SchedulerError
 from monarch_cy._hosts.job import JobState, JobTrait, split_meshes
 from monarch_cy._hosts.slurm_spec import SlurmSpec
 

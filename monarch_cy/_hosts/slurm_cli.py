@@ -14,7 +14,7 @@ import shlex
 import subprocess
 
 from monarch_cy._hosts import protocol as P
-from monarch_cy._hosts.errors import SchedulerError
+from monarch_cy._errors import SchedulerError
 
 __all__ = ["run", "said", "slurmctld_host", "submit", "job_info", "node_addrs",
            "cancel", "TERMINAL", "HOPELESS", "hopeless"]

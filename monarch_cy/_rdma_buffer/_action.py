@@ -72,7 +72,7 @@ class RDMAAction:
 
 
 def _none(fut):
-    from monarch_cy._actor.future import Future
+    from monarch_cy._actor.base.future import Future
     out = Future._make(None)
 
     def done(f):

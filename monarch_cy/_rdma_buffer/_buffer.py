@@ -153,7 +153,7 @@ class RDMABuffer:
         fails with ``RDMATimeoutError`` (the buffer is dropped, its memory stays
         referenced until those operations end).  Idempotent.
         """
-        from monarch_cy._actor.future import Future
+        from monarch_cy._actor.base.future import Future
         self._check_job()
         h = self._h
         self._dropped = True

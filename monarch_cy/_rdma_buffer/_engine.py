@@ -85,7 +85,7 @@ def run(t: Transfer, deadline: float, auto: bool) -> None:
 
 def submit(transfers: list[Transfer], timeout: float, backend: str | None):
     """Choose backends now, run on the pool, return the runtime Future (see above)."""
-    from monarch_cy._actor.future import Future
+    from monarch_cy._actor.base.future import Future
     req = _select.requested(backend)
     timeout = check_timeout("timeout", timeout)
     for t in transfers:

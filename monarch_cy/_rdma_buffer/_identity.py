@@ -39,13 +39,13 @@ def job_fingerprint() -> bytes:
     """This job's fingerprint (creates the process's actor node in the controller)."""
     global _job
     if _job is None:
-        from monarch_cy._actor.controller import get_node
+        from monarch_cy._actor.base.state import get_node
         _job = get_node().keys.fingerprint(b"monarch_cy.rdma job")
     return _job
 
 
 def this_proc_key() -> str:
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     return get_node().key
 
 

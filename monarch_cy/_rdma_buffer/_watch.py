@@ -50,7 +50,7 @@ def _on_failed(proc_key: str, cause: str) -> None:
 def on_death(fn) -> None:
     """Call ``fn(proc_key, cause)`` (in the pump) whenever the runtime reports a proc
     dead to this process; registering the same ``fn`` again does nothing."""
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     _install(get_node())
     with _lock:
         if fn not in _listeners:
@@ -62,7 +62,7 @@ def died_error(owner: str, cause: str) -> OwnerDiedError:
 
 
 def check_owner(h) -> None:
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     node = get_node()
     _install(node)
     cause = node.dead.get(h.owner_key)
@@ -78,7 +78,7 @@ def owner_gone(h) -> bool:
 @contextlib.contextmanager
 def watching(h, receiver):
     """Deliver ``OwnerDiedError`` into ``receiver`` if ``h``'s owner dies meanwhile."""
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     node = get_node()
     _install(node)
     with _lock:

@@ -25,8 +25,12 @@ Modules, from the bottom up:
 * :mod:`.cork` — holding replies of a burst so they leave together.
 * :mod:`.senders` — one ordered outgoing connection per destination (zmq PUSH or
   unix outlet), used from any thread.
+* :mod:`.ports` — the tables of collectors and relays replies go to, and the
+  protocols (`Collector`, `Relay`) the actor model implements for them.
 * :mod:`.pump` — who reads which inbox, and how a blocked caller pumps its own
   replies (no thread hop); timers, fd and pid watches.
 * :mod:`.node` — the per-process node that ties them together: inboxes, ports,
-  replies, releases, proc-death bookkeeping; ``set_node``/``current_node``.
+  replies, releases, proc-death bookkeeping.
+* :mod:`.current` — this process's node: ``set_node``, ``current_node``,
+  ``node_or_make`` (imports only threading).
 """

@@ -33,18 +33,19 @@ import os
 import pickle
 import threading
 from collections import deque
-from itertools import count
 
 from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
+from monarch_cy._transport.current import current_node, node_or_make, set_node  # noqa: F401
 from monarch_cy._transport.protocol import (PROC_DEAD, RELEASE, REPLY, REPLY_BATCH,
                                             REPLY_PARTIAL, WAKE,
-                                            pack, unpack)
+                                            buf as _buf, pack, unpack)
+from monarch_cy._transport.ports import PortTable
 from monarch_cy._transport.pump import PumpMixin
 from monarch_cy._transport.senders import HWM, SendMixin
 
-__all__ = ["Node", "set_node", "current_node"]
+__all__ = ["Node", "set_node", "current_node", "node_or_make"]
 
 _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python layers
 _dumps = pickle.dumps
@@ -53,7 +54,7 @@ _dumps = pickle.dumps
 _SCALARS = frozenset((int, float, bool, str, bytes, type(None)))
 
 
-class Node(Owned, SendMixin, PumpMixin):
+class Node(Owned, SendMixin, PumpMixin, PortTable):
     """Per-process messaging endpoint (see the module docstring).
 
     Lifetime (:class:`monarch_cy._resource.Owned`): :meth:`close` shuts it down in
@@ -84,16 +85,16 @@ class Node(Owned, SendMixin, PumpMixin):
             import select
             self._poller = select.poll()
             self._POLLIN, self._POLLOUT = select.POLLIN, select.POLLOUT
-            self._again = (unixsock.Again,)
-            self._closed_errors = (unixsock.Closed,)
+            self.again_errors = (unixsock.Again,)
+            self.closed_errors = (unixsock.Closed,)
         else:
             zmq = self._ensure_zmq()
             self._zap = self.ctx.socket(zmq.REP)
             self._zap.bind(ZAP_ENDPOINT)      # before any server socket exists
             self._poller = zmq.Poller()
             self._POLLIN, self._POLLOUT = zmq.POLLIN, zmq.POLLOUT
-            self._again = (zmq.Again, unixsock.Again)
-            self._closed_errors = (zmq.ContextTerminated, unixsock.Closed)
+            self.again_errors = (zmq.Again, unixsock.Again)
+            self.closed_errors = (zmq.ContextTerminated, unixsock.Closed)
         self.inbox = self.server_socket(None, addr)
         self.direct_addr = direct_addr or addr + "d"
         self.direct = self.server_socket(None, self.direct_addr)
@@ -110,11 +111,7 @@ class Node(Owned, SendMixin, PumpMixin):
         self._adopted = False
         self._out = {}
         self._out_lock = threading.Lock()
-        self._ports = {}
-        self._relays = {}             # port id -> cast-tree relay (procs that forward)
-        # A random start: a reply meant for a previous incarnation of this proc's
-        # address (see ProcMesh.respawn) cannot hit a port of this one.
-        self._port_ids = count(int.from_bytes(os.urandom(5), "little") << 8 | 1)
+        self._init_ports()            # collectors and cast-tree relays (.ports)
         self.dead = {}                # proc key -> SupervisionError factory args
         self._fds = {}                # raw fd -> callback(fd) -> keep watching?
         self._todo = deque()          # callables to run in the pump
@@ -221,15 +218,7 @@ class Node(Owned, SendMixin, PumpMixin):
         self._releases.append((owner, seg_id))
         self.wake()
 
-    # -- ports -------------------------------------------------------------
-    def register_port(self, collector) -> int:
-        pid = next(self._port_ids)
-        self._ports[pid] = collector
-        return pid
-
-    def drop_port(self, port_id: int) -> None:
-        self._ports.pop(port_id, None)
-
+    # -- replies -----------------------------------------------------------
     def reply(self, addr: str, port_id: int, rank, ok: bool, value, receiver_key=None,
               unsendable=None, what=None):
         """Send a value (``ok``) or an exception to a port. Thread-safe.
@@ -277,7 +266,7 @@ class Node(Owned, SendMixin, PumpMixin):
         messages (more may be queued), False when the socket ran dry."""
         recv = self.recv
         handle = self._handle_msg
-        again = self._again
+        again = self.again_errors
         for _ in range(1000):
             try:
                 frames = recv(inbox, 1)       # NOBLOCK (cheaper than asking EVENTS)
@@ -308,8 +297,7 @@ class Node(Owned, SendMixin, PumpMixin):
                     if relay is not None:
                         relay.take_batch(items)
                     return
-                batch = getattr(col, "deliver_batch", None)
-                took, done = batch(items) if batch is not None else (0, False)
+                took, done = col.deliver_batch(items)
                 if done:
                     self._ports.pop(hdr[1], None)
                     return
@@ -355,7 +343,7 @@ class Node(Owned, SendMixin, PumpMixin):
                 rank, partial = rank[0], False
             value = self.remote_error(
                 exc, f"{exc}\n" + "".join(traceback.format_exception(e)),
-                getattr(col, "actor", ""), getattr(col, "rank", rank))
+                col.actor, rank if col.rank is None else col.rank)
             ok = False
         if col.deliver_partial(rank, value) if partial else col.deliver(rank, ok, value):
             self._ports.pop(port_id, None)
@@ -393,6 +381,21 @@ class Node(Owned, SendMixin, PumpMixin):
     def revive(self, proc_key: str) -> None:
         """``proc_key`` names a live proc again (it was respawned): calls reach it."""
         self.dead.pop(proc_key, None)
+
+    def close_for_exit(self, flush_timeout: float = 1.0, term_timeout: float = 1.0) -> None:
+        """The process is about to ``os._exit`` (a worker's STOP): flush what is
+        queued to send (at most ``flush_timeout`` s), close the inboxes and the
+        handshake socket, and end the zmq context within ``term_timeout`` s.  Nothing
+        else is released: the exit does that."""
+        self.close_outlets(flush_timeout)
+        self.inbox.close(linger=0)
+        self.direct.close(linger=0)   # else ctx.term() waits for it
+        if self.ctx is not None:
+            if self._zap is not None:
+                self._zap.close(linger=0)
+            t = threading.Thread(target=self.ctx.term, daemon=True)
+            t.start()
+            t.join(term_timeout)
 
     def _close_owned(self, release, args) -> None:
         """``close()``: every socket and the context, in order; pending ports are
@@ -436,22 +439,3 @@ def _plain_error(exc, text, actor="", rank=None):
 
 def _same_host(addr: str) -> bool:
     return addr.startswith(unixsock.SCHEME) or addr.startswith("ipc://")
-
-
-def _buf(f):
-    return f.buffer if hasattr(f, "buffer") else f
-
-
-_node = None                   # this process's node (set by whoever makes it)
-_node_lock = threading.Lock()  # held while making it
-
-
-def set_node(node) -> None:
-    global _node
-    _node = node
-
-
-def current_node():
-    """The node if one exists, else None (never creates one; the actor model's
-    ``controller.get_node`` makes the controller's on first use)."""
-    return _node

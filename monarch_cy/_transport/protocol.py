@@ -32,7 +32,7 @@ __all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAK
            "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE", "SPAWN_TREE",
            "STOP_TREE",
            "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
-           "PENDING"]
+           "PENDING", "buf"]
 
 # -- node message kinds (first item of the header) -----------------------------
 REPLY = 0          # (REPLY, port id, rank, ok) + the value or error: to a waiting port
@@ -52,16 +52,16 @@ MESH_CTL = 22      # (MESH_CTL, op, mesh id, reply addr, port id, reply key): me
 CC_ENSURE = 23     # get_or_spawn_controller's registry
 CAST = 24          # (CAST, method, reply addr, port id, reply key, extent, mode) +
 #                    payload; frame 1: this hop's route, frame 2 with mode REDUCE the
-#                    fold (monarch_cy._actor.cast_tree, .tree_reduce)
+#                    fold (monarch_cy._actor.cast.tree, .reduce)
 REPLY_BATCH = 25   # (REPLY_BATCH, port id) + pickled [(rank, ok, pickled value)]: replies
 #                    a cast-tree forwarder gathered from its subtree
 REPLY_PARTIAL = 26  # (REPLY_PARTIAL, port id, [call ranks]) + the encoded fold of those
 #                    ranks' replies (an Accumulator with merge=, folded on the way up)
 HB_TREE = 27       # (HB_TREE, answer addr, port id, key, relay life s); frame 1: the
-#                    route: a heartbeat down the tree (monarch_cy._actor.heartbeat_tree)
+#                    route: a heartbeat down the tree (monarch_cy._actor.cast.heartbeat)
 SPAWN_TREE = 28    # (SPAWN_TREE, name, labels, sizes, owner) + (cls, args, kwargs);
-#                    frame 1: the route (monarch_cy._actor.spawn_tree)
-STOP_TREE = 29     # (STOP_TREE,); frame 1: the route (monarch_cy._actor.stop_tree)
+#                    frame 1: the route (monarch_cy._actor.cast.spawn)
+STOP_TREE = 29     # (STOP_TREE,); frame 1: the route (monarch_cy._actor.cast.stop)
 
 MAX_HEADER = 0x7FFF
 
@@ -104,3 +104,9 @@ def pack_call(method: str, reply_addr: str, port_id: int, rank: int, reply_key,
 
 
 unpack_call = unpack
+
+
+def buf(frame):
+    """The bytes-like payload of a received frame: a zmq ``Frame``'s buffer, or the
+    frame itself (``bytes``/``memoryview`` from a unix inbox or a test)."""
+    return frame.buffer if hasattr(frame, "buffer") else frame

@@ -46,7 +46,29 @@ class PumpMixin:
         self.wake()
 
     def add_timer(self, delay: float, fn) -> None:
+        """Run ``fn()`` in the pump ``delay`` seconds from now (thread-safe)."""
         self.call_in_pump(lambda: self._timers.append((time.monotonic() + delay, fn)))
+
+    def after_turn(self, fn) -> None:
+        """From the pumping thread only: run ``fn()`` once the messages of this turn
+        of the pump are handled (no wake-up: the pump is running)."""
+        self._todo.append(fn)
+
+    def serve_for(self, seconds: float, done) -> bool:
+        """From the pumping thread, inside a handler that must wait: keep handling the
+        background inbox (and answering CURVE handshakes) until ``done()`` is true or
+        ``seconds`` have passed; whether ``done()`` became true.  Other handlers run
+        meanwhile, so messages that must still be forwarded are."""
+        end = time.monotonic() + seconds
+        while not done():
+            if time.monotonic() >= end:
+                return False
+            self._drain(self.inbox)
+            if self._zap is None:                 # unix://: nothing to authenticate
+                time.sleep(0.002)
+            elif self._zap.poll(10):
+                self.keys.handle_zap(self._zap)
+        return True
 
     def watch_fd(self, fd: int, callback) -> None:
         """Call ``callback(fd)`` in the pump whenever ``fd`` is readable, until it
@@ -259,7 +281,7 @@ class PumpMixin:
             deadline = None if timeout is None else time.monotonic() + timeout
             direct = self.direct
             recv, handle = self.recv, self._handle_msg
-            again = self._again
+            again = self.again_errors
             unix = direct.__class__ is unixsock.Inbox
             while fut._value is _PENDING:
                 if deadline is None:

@@ -24,7 +24,7 @@ Typical use, one side (the other mirrors it)::
 """
 
 from monarch_cy._verbs._device import Context, list_devices, pick_gid_index, unavailable_reason
-from monarch_cy._verbs._errors import VerbsError, VerbsTimeout, VerbsUnavailable
+from monarch_cy._errors import VerbsError, VerbsTimeout, VerbsUnavailable
 from monarch_cy._verbs._memory import MemoryRegion, ProtectionDomain, pin_buffer
 from monarch_cy._verbs._qp import QueuePair, split_ops
 from monarch_cy._verbs._records import QPEndpoint, RemoteRegion

@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 
 from monarch_cy import _rdma
-from monarch_cy._verbs._errors import VerbsUnavailable
+from monarch_cy._errors import VerbsUnavailable
 from monarch_cy._resource import Owned
 
 __all__ = ["list_devices", "unavailable_reason", "pick_gid_index", "Context"]

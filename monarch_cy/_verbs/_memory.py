@@ -33,7 +33,7 @@ from monarch_cy import _rdma
 from monarch_cy._checks import check_int
 from monarch_cy._hostmem import BufferPin
 from monarch_cy._verbs._device import Context
-from monarch_cy._verbs._errors import VerbsError
+from monarch_cy._errors import VerbsError
 from monarch_cy._verbs._records import RemoteRegion
 from monarch_cy._resource import Owned
 

@@ -30,7 +30,7 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from monarch_cy import _rdma
-from monarch_cy._verbs._errors import VerbsTimeout
+from monarch_cy._errors import VerbsTimeout
 from monarch_cy._verbs._memory import ProtectionDomain
 from monarch_cy._verbs._records import QPEndpoint
 from monarch_cy._resource import Owned

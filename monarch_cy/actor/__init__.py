@@ -6,22 +6,23 @@ layer (``attach_to_workers``) is imported on first use, so that a program's firs
 ``spawn_procs`` starts its procs sooner.
 """
 
-from monarch_cy._actor.actor import (Actor, ActorMesh, Context, context, current_actor_name,
-                                     current_rank, current_size)
-from monarch_cy._actor.bootstrap_command import BootstrapCommand, default_bootstrap_cmd
-from monarch_cy._actor.concurrent import concurrent_endpoint
-from monarch_cy._actor.controllers import get_or_spawn_controller
-from monarch_cy._actor.endpoint import Accumulator, Endpoint, endpoint, send
-from monarch_cy._actor.errors import (ActorError, MeshIndexError, MeshStoppedError,
-                                      SupervisionError)
-from monarch_cy._actor.future import Future
-from monarch_cy._actor.lifecycle import shutdown_context
-from monarch_cy._actor.ports import Channel, Port, PortReceiver
-from monarch_cy._actor.host_mesh import HostMesh, this_host
-from monarch_cy._actor.proc_mesh import ProcMesh, this_proc
-from monarch_cy._actor.shape import Extent, Point
-from monarch_cy._actor.supervision import MeshFailure, RestartPolicy, unhandled_fault_hook
-from monarch_cy._actor.value_mesh import ValueMesh
+from monarch_cy._errors import ActorError, MeshIndexError, MeshStoppedError, SupervisionError
+from monarch_cy._actor.base.client_faults import unhandled_fault_hook
+from monarch_cy._actor.base.failure import MeshFailure
+from monarch_cy._actor.base.future import Future
+from monarch_cy._actor.base.shape import Extent, Point
+from monarch_cy._actor.base.value_mesh import ValueMesh
+from monarch_cy._actor.launch.bootstrap_command import BootstrapCommand, default_bootstrap_cmd
+from monarch_cy._actor.meshes.controllers import get_or_spawn_controller
+from monarch_cy._actor.meshes.host_mesh import HostMesh, this_host
+from monarch_cy._actor.meshes.lifecycle import shutdown_context
+from monarch_cy._actor.meshes.proc_mesh import ProcMesh, this_proc
+from monarch_cy._actor.meshes.restart_policy import RestartPolicy
+from monarch_cy._actor.model.actor import (Actor, ActorMesh, Context, context,
+                                           current_actor_name, current_rank, current_size)
+from monarch_cy._actor.model.concurrent import concurrent_endpoint
+from monarch_cy._actor.model.endpoint import Accumulator, Endpoint, endpoint, send
+from monarch_cy._actor.model.ports import Channel, Port, PortReceiver
 
 __all__ = [
     "Accumulator",

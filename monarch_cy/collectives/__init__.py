@@ -5,7 +5,7 @@ library is bound on first use (see :mod:`monarch_cy._collectives._nccl_loader`
 for the search order).  See docs/collectives.md.
 """
 
-from monarch_cy._collectives._errors import (
+from monarch_cy._errors import (
     CollectiveError,
     CollectiveTimeout,
     GroupAbortedError,

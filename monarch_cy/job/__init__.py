@@ -4,7 +4,7 @@ Re-exports only; the implementation lives in :mod:`monarch_cy._hosts`.  See
 ``docs/multihost.md``.
 """
 
-from monarch_cy._hosts.errors import (HostError, HostLostError, HostRefusedError,
+from monarch_cy._errors import (HostError, HostLostError, HostRefusedError,
                                       HostUnreachableError, SchedulerError)
 from monarch_cy._hosts.job import JobState, JobTrait
 from monarch_cy._hosts.kubernetes import KubernetesJob

@@ -392,7 +392,7 @@ class Noter(Actor):
     def relays(self):
         """How many cast-tree relays this proc holds now."""
         from monarch_cy._transport.node import current_node
-        return len(current_node()._relays)
+        return current_node().relay_count()
 
     @endpoint(explicit_response_port=True)
     def answer(self, port, x):

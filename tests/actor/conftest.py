@@ -14,8 +14,8 @@ from _mesh_fixtures import _no_leaks, echo, name, procs, uniq  # noqa: F401
 @pytest.fixture
 def tree(monkeypatch):
     """9 procs at a cast fan-out of 2: a mesh of them spawns, casts and heartbeats down
-    a 3-level tree (monarch_cy._actor.cast_tree)."""
-    from monarch_cy._actor import cast_tree
+    a 3-level tree (monarch_cy._actor.cast.tree)."""
+    from monarch_cy._actor.cast import tree as cast_tree
     from monarch_cy.actor import this_host
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)
     pm = this_host().spawn_procs(per_host={"gpus": 9})

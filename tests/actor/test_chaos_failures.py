@@ -136,8 +136,8 @@ def test_chaos_body(monkeypatch):
     faults = []
     monkeypatch.setattr(api, "unhandled_fault_hook", faults.append)
     monkeypatch.setenv("MONARCH_CY_START", "fork")
-    from monarch_cy._actor import launcher
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.launch import launcher
+    from monarch_cy._actor.base.state import get_node
     pm = this_host().spawn_procs(per_host={"gpus": N}, heartbeat_timeout=2.0)
     m = pm.spawn("chaos_echo", Echo)
     bad = pm.spawn("chaos_bad", BadResults)

@@ -29,7 +29,9 @@ def test_public_names_complete():
     assert sorted(C.__all__) == sorted(n for n in dir(C) if not n.startswith("_"))
     for name in C.__all__:
         obj = getattr(C, name)
-        if isinstance(obj, type) or callable(obj):
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            assert obj.__module__ == "monarch_cy.errors", name    # errors' public home
+        elif isinstance(obj, type) or callable(obj):
             assert obj.__module__.startswith("monarch_cy._collectives"), name
 
 

@@ -13,7 +13,7 @@ import pytest
 from _compat_actors import Leaf, Parent
 from monarch_cy.actor import (Channel, Extent, HostMesh, Point, ProcMesh, ValueMesh,
                               this_host, this_proc)
-from monarch_cy._actor.errors import ForeignJobError
+from monarch_cy._errors import ForeignJobError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -101,8 +101,7 @@ def test_port_receiver_stays_home():
 
 
 def test_remote_host_mesh_refuses_to_travel():
-    from monarch_cy._actor.handles import reduce_host_mesh
-    from monarch_cy._actor.shape import Shape
+    from monarch_cy._actor.base.shape import Shape
     remote = HostMesh(Shape.dense(("hosts",), (2,)), hosts=object())
     with pytest.raises(TypeError, match="remote hosts cannot be sent"):
-        reduce_host_mesh(remote)
+        pickle.dumps(remote)

@@ -16,7 +16,7 @@ import types
 import pytest
 
 from monarch_cy._transport import wire
-from monarch_cy._actor.errors import ActorError
+from monarch_cy._errors import ActorError
 from monarch_cy.actor import Actor, endpoint, this_host
 
 pytestmark = pytest.mark.timeout(120)
@@ -53,8 +53,9 @@ class Oops(Exception):
 
 
 def _oops_in_worker_only(msg):
-    from monarch_cy._transport import node
-    if node._node is not None and node._node.is_controller:
+    from monarch_cy._transport.current import current_node
+    node = current_node()
+    if node is not None and node.is_controller:
         raise ValueError(f"controller refuses to rebuild: {msg}")
     return Oops(msg)
 
@@ -363,7 +364,7 @@ class Ser(Actor):
 
     @endpoint
     def pool_in_use(self):
-        from monarch_cy._actor.controller import get_node
+        from monarch_cy._actor.base.state import get_node
         return get_node().pool.in_use()
 
     @endpoint
@@ -467,7 +468,7 @@ def test_views_alias_on_the_receiver(ser):
 
 def test_large_tensors_through_shm_and_released(ser):
     torch = pytest.importorskip("torch")
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     node = get_node()
     big = torch.ones(1 << 20)
     data, bufs = wire.dumps(((big,), {}))

@@ -32,7 +32,7 @@ def _attach(a):
 
 
 def _addrs() -> dict:
-    from monarch_cy._actor.controllers import cc_address
+    from monarch_cy._actor.meshes.controllers import cc_address
     from monarch_cy._transport.node import current_node
     node = current_node()
     return {"addr": node.addr, "daddr": node.direct_addr, "cc": cc_address(node)}

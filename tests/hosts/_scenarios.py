@@ -92,7 +92,8 @@ def mesh3(a):
 
 def tree3(a):
     """Casts down a tree whose hops cross hosts (run with MONARCH_CY_CAST_FANOUT=2)."""
-    from monarch_cy._actor import cast_router, cast_tree
+    from monarch_cy._actor.cast import router as cast_router
+    from monarch_cy._actor.cast import tree as cast_tree
     hm = _attach(a)
     procs = hm.spawn_procs(per_host={"procs": 3})
     w = procs.spawn("w", Worker)
@@ -199,7 +200,7 @@ def vanish(a):
 
 
 def bad_attach(a):
-    from monarch_cy._hosts.errors import HostRefusedError, HostUnreachableError
+    from monarch_cy._errors import HostRefusedError, HostUnreachableError
     from monarch_cy._hosts.attach import attach_to_workers
     t0 = time.monotonic()
     hm = attach_to_workers(workers=a["workers"], timeout=a["timeout"])
@@ -232,7 +233,7 @@ def slurm(a):
 
 
 def slurm_rejected(a):
-    from monarch_cy._hosts.errors import SchedulerError
+    from monarch_cy._errors import SchedulerError
     from monarch_cy.job import SlurmJob
     job = SlurmJob(meshes={"m": a["nodes"]}, partition=a.get("partition"),
                    log_dir=a["log_dir"], job_start_timeout=20)

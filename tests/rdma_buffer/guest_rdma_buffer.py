@@ -303,7 +303,7 @@ def check_timeout(job: Job, out: dict) -> str:
 
 
 def _wait_known_dead(owner_key: str, within: float = 15.0) -> float:
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     t = time.monotonic()
     while owner_key not in get_node().dead:
         assert time.monotonic() - t < within, "the runtime never learnt of the death"

@@ -132,7 +132,7 @@ def test_owner_dead_is_an_error_not_a_hang(pair, doomed, backend):
     doomed.die.broadcast()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:          # wait until the runtime knows
-        from monarch_cy._actor.controller import get_node
+        from monarch_cy._actor.base.state import get_node
         if buf.owner in get_node().dead:
             break
         time.sleep(0.02)

@@ -42,7 +42,7 @@ def test_size_owner_and_small_pickle():
     a = np.arange(1000, dtype=np.uint8)
     b = RDMABuffer(a)
     assert b.size() == 1000
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     assert b.owner == get_node().key
     blob = pickle.dumps(b)
     assert len(blob) < 700, len(blob)

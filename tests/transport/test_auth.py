@@ -10,7 +10,7 @@ import zmq
 
 from monarch_cy._transport import unix_records, unixsock
 from monarch_cy._transport.auth import JobKeys
-from monarch_cy._actor.controller import get_node
+from monarch_cy._actor.base.state import get_node
 from monarch_cy._transport.node import Node
 from monarch_cy._transport.protocol import REPLY, pack
 

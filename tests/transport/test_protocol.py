@@ -49,11 +49,16 @@ def test_kinds_are_distinct_and_fit_a_header():
     assert all(isinstance(v, int) and 0 <= v < 256 for v in kinds.values())
 
 
-def test_the_actor_model_uses_the_protocol_kinds():
-    from monarch_cy._actor import controllers, handles, proc_failure, proc_mesh, supervision
-    assert handles.MESH_CTL is P.MESH_CTL and controllers.CC_ENSURE is P.CC_ENSURE
-    assert (proc_mesh.SPAWN, proc_mesh.STOP) == (P.SPAWN, P.STOP)
-    assert proc_failure.PROC_DEAD == P.PROC_DEAD and supervision.SEEN == P.SEEN
+def test_the_wiring_handles_every_kind_of_the_actor_model():
+    """One table per role, keyed by the protocol's kinds; every node kind the
+    transport does not handle itself has a handler in one of them."""
+    from monarch_cy._actor import wiring
+    own = {P.REPLY, P.REPLY_BATCH, P.REPLY_PARTIAL, P.RELEASE, P.PROC_DEAD, P.WAKE, P.CALL}
+    kinds = {getattr(P, n) for n in P.__all__
+             if n.isupper() and n not in ("MAX_HEADER", "PENDING")}
+    handled = set(wiring.CONTROLLER_HANDLERS) | set(wiring.WORKER_HANDLERS)
+    assert handled <= kinds
+    assert kinds - own == handled
 
 
 def _imports(path: pathlib.Path):

@@ -217,10 +217,10 @@ def test_spill_without_memory_is_a_clear_error(pair, monkeypatch):
 
 
 def test_call_that_cannot_be_sent_fails_at_the_call_site(echo, monkeypatch):
-    from monarch_cy._actor.controller import get_node
+    from monarch_cy._actor.base.state import get_node
     node = get_node()
     one = echo.slice(gpus=0)
-    ports = len(node._ports)
+    ports = len(node.port_ids())
 
     def no_space(fd, data):
         raise OSError(12, "Cannot allocate memory")
@@ -228,5 +228,5 @@ def test_call_that_cannot_be_sent_fails_at_the_call_site(echo, monkeypatch):
     with pytest.raises(MemoryError, match="cannot hold"):
         one.checksum.call_one(bytearray(150_000))           # spilled (60-256 KiB)
     monkeypatch.undo()
-    assert len(node._ports) == ports                          # no port left behind
+    assert len(node.port_ids()) == ports                          # no port left behind
     assert one.ping.call_one(5).get(10) == 5

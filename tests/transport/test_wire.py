@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from monarch_cy._actor.controller import get_node
+from monarch_cy._actor.base.state import get_node
 
 
 def _settle(node, pred, timeout=5.0):

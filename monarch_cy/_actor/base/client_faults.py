@@ -1,0 +1,201 @@
+"""The client's failures: the grace period, "seen", "recovered", and the fault hook.
+
+Supervision as a whole (failures travel up the ownership tree, as in Monarch):
+
+Vocabulary
+----------
+* A **failure** is a proc that died or stopped answering heartbeats, or an actor
+  that failed: its ``__init__`` raised, a ``broadcast`` endpoint raised (nowhere to
+  reply), an endpoint raised a ``BaseException`` that is not an ``Exception``
+  (``SystemExit``, ``KeyboardInterrupt``), or it left a child's failure unhandled.
+  A failed actor runs ``__cleanup__(exc)`` (not when ``__init__`` failed: there is
+  no instance) and then answers every call, pending or new, with
+  :class:`SupervisionError`; its proc keeps serving its other actors.
+* The **owner** of an actor mesh is whoever spawned it: an actor (a child mesh
+  spawned with ``this_proc().spawn`` inside an endpoint) or the *client* (the
+  controller's plain code).  Procs are always owned by the client.
+* The owner gets a :class:`MeshFailure`.  An actor owner's ``__supervise__(failure)``
+  runs on its own thread; a truthy result handles it; a falsy result, an exception,
+  no ``__supervise__`` or one that does not return within ``supervise_timeout()``
+  fails the owner in turn (its failure names the child's), which reaches *its*
+  owner, and so on.
+* The client handles a failure when (a) the program *saw* it: some call on the
+  failed proc or actor raised ``SupervisionError`` (pending when it failed, or made
+  later), or (b) the program called ``respawn`` or ``stop`` on its proc mesh, or a
+  restart policy respawned it, within ``FAULT_GRACE_S`` (default 1 s,
+  ``MONARCH_CY_FAULT_GRACE``) of the failure.  Otherwise
+  ``monarch_cy.actor.unhandled_fault_hook(failure)`` runs, in a thread of its own
+  (a hook that blocks delays nothing else).  The default hook raises a
+  ``SupervisionError`` carrying the report in the controller's main thread (at its
+  next Python instruction: a main thread blocked in ``Future.get`` wakes at once).
+  Replace it by assignment: ``monarch_cy.actor.unhandled_fault_hook = fn``.
+  It runs exactly once per unhandled failure; failures still within their grace
+  when the interpreter exits get it at exit (:func:`flush_at_exit`), before the
+  procs are stopped, rather than being lost.
+* Stopping a mesh on purpose is not a failure.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from monarch_cy import _config
+from monarch_cy._actor.base.failure import MeshFailure
+from monarch_cy._errors import SupervisionError
+from monarch_cy._transport.current import current_node
+
+__all__ = ["unhandled_fault_hook", "FAULT_GRACE_S", "client_failure", "has_pending",
+           "note_seen",
+           "forget_seen", "note_recovered", "flush_at_exit", "HOOK_CALLS"]
+
+FAULT_GRACE_S = _config.fault_grace()      # MONARCH_CY_FAULT_GRACE, read once
+
+
+# -- the default hook ---------------------------------------------------------
+
+def unhandled_fault_hook(failure: MeshFailure) -> None:
+    """Called with a failure nobody handled (see the module docstring).
+
+    Default: raise ``SupervisionError`` with the report in the controller's main
+    thread.  Assign ``monarch_cy.actor.unhandled_fault_hook`` to change it.
+    """
+    from monarch_cy._log import logger  # deferred: import time (logging)
+    logger("actor").error("unhandled failure: %s", failure.report())
+    _raise_in_main(failure)
+
+
+def _raise_in_main(failure: MeshFailure) -> None:
+    import ctypes
+    main = threading.main_thread()
+    if not main.is_alive():
+        return
+    args = (failure.mesh_name, failure.rank, failure.report())
+
+    def init(self):
+        SupervisionError.__init__(self, *args)
+    # PyThreadState_SetAsyncExc takes a class: make one that carries the report.
+    cls = type("SupervisionError", (SupervisionError,), {
+        "__init__": init, "__module__": SupervisionError.__module__,
+        "__reduce__": lambda self: (SupervisionError, args)})
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main.ident),
+                                               ctypes.py_object(cls))
+    node = current_node()
+    if node is not None:
+        node.wake_direct()      # a main thread blocked in Future.get() looks up
+
+
+def _current_hook():
+    mod = sys.modules.get("monarch_cy.actor")
+    hook = getattr(mod, "unhandled_fault_hook", None) if mod is not None else None
+    return hook if callable(hook) else unhandled_fault_hook
+
+
+def _run_hook(failure: MeshFailure) -> None:
+    try:
+        _current_hook()(failure)
+    except BaseException:
+        from monarch_cy._log import logger  # deferred: import time (logging)
+        logger("actor").exception("unhandled_fault_hook raised")
+
+
+# -- the client's side: grace, "seen", "recovered" ----------------------------
+
+class _Pending:
+    __slots__ = ("failure", "keys", "state", "handled")
+
+    def __init__(self, failure, keys, state, handled):
+        self.failure, self.keys, self.state, self.handled = failure, keys, state, handled
+
+
+_lock = threading.Lock()
+_pending: list = []
+_seen_recent: dict = {}      # key -> time it was last seen failing (before the report)
+HOOK_CALLS = []              # (time, failure): for tests and diagnostics (bounded)
+
+
+def client_failure(node, failure: MeshFailure, keys, state=None,
+                   handled: bool = False) -> None:
+    """Register a failure owned by the client; the hook runs after the grace unless
+    it is handled meanwhile.  ``keys``: proc keys / actor addresses whose failing
+    calls count as the program having seen it.  Thread-safe."""
+    now = time.monotonic()
+    keys = frozenset(keys)
+    with _lock:
+        if any(now - _seen_recent.get(k, -1e9) < FAULT_GRACE_S + 1 for k in keys):
+            handled = True
+        p = _Pending(failure, keys, state, handled)
+        _pending.append(p)
+    node.add_timer(FAULT_GRACE_S, lambda: _expire(p))
+
+
+def has_pending() -> bool:
+    """Whether some failure is still within its grace period."""
+    with _lock:
+        return bool(_pending)
+
+
+def note_seen(key) -> None:
+    """A call on ``key`` (proc key or actor address) raised SupervisionError."""
+    with _lock:
+        _seen_recent[key] = time.monotonic()
+        if len(_seen_recent) > 4096:
+            cut = time.monotonic() - 60
+            for k in [k for k, t in _seen_recent.items() if t < cut]:
+                del _seen_recent[k]
+        for p in _pending:
+            if key in p.keys:
+                p.handled = True
+
+
+def forget_seen(keys) -> None:
+    """``keys`` belong to a new incarnation: earlier sightings say nothing of it."""
+    with _lock:
+        for k in keys:
+            _seen_recent.pop(k, None)
+
+
+def note_recovered(state) -> None:
+    """The program respawned or stopped the proc mesh ``state``."""
+    with _lock:
+        for p in _pending:
+            if p.state is state:
+                p.handled = True
+
+
+def _expire(p: _Pending) -> None:
+    with _lock:
+        try:
+            _pending.remove(p)
+        except ValueError:
+            return
+        if p.handled:
+            return
+        HOOK_CALLS.append((time.monotonic(), p.failure))
+        del HOOK_CALLS[:-100]
+    threading.Thread(target=_run_hook, args=(p.failure,), daemon=True,
+                     name="monarch_cy-fault-hook").start()
+
+
+def flush_at_exit(settle: float = 0.05, hook_timeout: float = 5.0) -> int:
+    """Interpreter exit: run the hook now for every failure still within its grace
+    and not handled (they would be lost with the process); returns how many.
+
+    Waits ``settle`` seconds first, so that a proc that died just before exit is
+    reported by the pump; each hook runs in a thread of its own and is given
+    ``hook_timeout`` seconds.  The default hook cannot raise in a main thread that
+    has finished, so at exit it prints the report."""
+    time.sleep(settle)
+    with _lock:
+        due = [p for p in _pending if not p.handled]
+        _pending.clear()
+        for p in due:
+            HOOK_CALLS.append((time.monotonic(), p.failure))
+        del HOOK_CALLS[:-100]
+    for p in due:
+        t = threading.Thread(target=_run_hook, args=(p.failure,), daemon=True,
+                             name="monarch_cy-fault-hook")
+        t.start()
+        t.join(hook_timeout)
+    return len(due)

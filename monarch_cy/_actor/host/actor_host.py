@@ -1,0 +1,420 @@
+"""Hosting actors in a process: the SPAWN handler and each actor's thread.
+
+Every actor owns a thread and a PULL socket (a CURVE server bound at the address the
+spawner chose).  The thread first unpickles the class and arguments and runs
+``__init__``, then reads its socket directly: no hop between receiving a message
+and running the endpoint.  Messages from one sender arrive over one zmq pipe, so
+they are handled in the order sent.
+
+* sync actors (only ``def`` endpoints): one message at a time, in order;
+* async actors (any ``async def``): an asyncio loop on the actor thread reads the
+  socket; each message starts a task in arrival order; ``def`` endpoints of such an
+  actor run inline on the loop.
+
+An exception in an endpoint called with a reply port is answered with
+:class:`ActorError` (exception when picklable, else its type name and text, plus
+the formatted traceback) and the actor keeps serving.  The actor *fails* instead
+(see :mod:`monarch_cy._actor.base.client_faults`) when ``__init__`` raises, a ``broadcast`` endpoint raises
+(nowhere to reply), an endpoint raises a ``BaseException`` that is not an
+``Exception``, or it leaves a child mesh's failure unhandled: it runs
+``__cleanup__(exc)``, reports a :class:`MeshFailure` to its owner, and answers every
+later call with :class:`SupervisionError`.
+
+Built-in messages (names no endpoint may take): ``__supervise__`` (a child's
+failure, for this actor's ``__supervise__``), ``__ready__`` (answered once
+``__init__`` finished), ``__stop__`` (run ``__cleanup__(None)``; the proc is
+stopping).
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import traceback
+
+from monarch_cy._errors import ActorError, MeshStoppedError, SupervisionError
+from monarch_cy._log import logger
+from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.base.failure import MeshFailure
+from monarch_cy._actor.base.shape import Extent, Point
+from monarch_cy._actor.host import proc_setup
+from monarch_cy._actor.host.supervise_call import call_with_timeout, supervise_timeout
+from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _message, endpoint_table,
+                                           post_to)
+from monarch_cy._actor.model.ports import Port
+from monarch_cy._transport import unixsock
+from monarch_cy._transport.cork import MAX_BURST
+from monarch_cy._transport.protocol import SEEN, SUPERVISE, pack, pack_call, unpack_call
+
+__all__ = ["handle_spawn", "ActorHost"]
+
+HOSTS = _state.HOSTS  # actor address -> ActorHost, in this process
+# Unpickling a spawn's class and arguments imports their modules: one actor thread
+# at a time, since importing one package (torch) from several threads at once fails
+# ("partially initialized module", "already defined").  __init__ itself is not held.
+_DECODE_LOCK = threading.Lock()
+
+
+def handle_spawn(node, hdr, data, extras) -> None:
+    """SPAWN: ``(SPAWN, name, addr, rank, labels, sizes, proc_rank, owner)``; payload
+    ``(cls, args, kwargs)``, unpickled in the actor's thread (classes from the
+    controller's ``__main__`` arrive by value: the controller's script never runs
+    here).  ``owner``: ``("client", controller addr)`` or ``("actor", owner actor
+    addr)``."""
+    _, name, addr, rank, labels, sizes, proc_rank, owner = hdr[:8]
+    host = ActorHost(node, name, addr, Point(rank, Extent(labels, sizes)), proc_rank,
+                     (bytes(data), list(extras)), owner)
+    HOSTS[addr] = host
+    host.start()
+
+
+def _cancel_tasks(loop, stopped) -> None:
+    """Cancel the actor's running tasks; set ``stopped`` once all have ended."""
+    import asyncio  # deferred: import time (only async actors need asyncio)
+    tasks = list(asyncio.all_tasks(loop))
+    if not tasks:
+        stopped.set()
+        return
+
+    def ended(_):
+        if all(t.done() for t in tasks):
+            stopped.set()
+    for task in tasks:
+        task.cancel("actor stopped")
+        task.add_done_callback(ended)
+
+
+def _format(exc) -> str:
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:  # noqa: BLE001 - a broken __str__: name the type at least
+        return f"{type(exc).__qualname__}: <str() failed>\n"
+
+
+def _one_line(exc) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001
+        text = "<str() failed>"
+    return f"{type(exc).__qualname__}: {text}" if text else type(exc).__qualname__
+
+
+_BUILTIN = BUILTIN
+_loads = pickle.loads
+_msg_set = _message.set
+_log = logger("actor")
+
+
+def _picklable(exc):
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return None
+
+
+class ActorHost:
+    """One actor instance, its socket and its thread."""
+
+    def __init__(self, node, name, addr, rank, proc_rank, frames, owner=None):
+        self.node = node
+        self.owner = owner
+        self.failed = None          # SupervisionError answered to every call once set
+        self.cleaned = threading.Event()    # __cleanup__ ran (or there is none)
+        self.stopped = threading.Event()    # stopped: instance dropped, tasks ended
+        self._seen_sent = False
+        self._bad_records = 0       # malformed messages dropped
+        self.name = name
+        self.addr = addr
+        self.rank = rank
+        self.inst = ActorInstance(name, rank, proc_rank, f"{name}[{rank.rank}]", addr, self)
+        self._frames = frames
+        self.actor = None
+        self.init_error = None
+        self.endpoints = {}
+        self._tasks = set()         # running async endpoint calls (held: see _handle)
+        self.thread = threading.Thread(target=self._run, daemon=True,
+                                       name=f"actor-{name}[{rank.rank}]")
+
+    def start(self) -> None:
+        self.thread.start()
+
+    # -- the actor thread ----------------------------------------------------
+    def _run(self) -> None:
+        node = self.node
+        _state.local.instance = self.inst
+        try:
+            sock = node.server_socket(None, self.addr)
+        except Exception as e:  # address in use etc: every call will fail
+            _log.error("actor %s: cannot bind %s: %s", self.inst.actor_id, self.addr, e)
+            return
+        self.sock = sock
+        is_async = False
+        try:
+            if proc_setup._GATE is not None:     # spawn_procs(bootstrap=...) runs first
+                proc_setup.hold_until_set_up(self.name, self.addr, self.owner)
+            with _DECODE_LOCK:
+                cls, args, kwargs = node.decode(*self._frames)
+            self._frames = None
+            eps, _ = endpoint_table(cls)
+            for ep_name, (explicit, asy) in eps.items():
+                fn = getattr(cls, ep_name)._fn
+                self.endpoints[ep_name] = (fn, explicit, asy)
+                is_async = is_async or asy
+            self.actor = cls(*args, **kwargs)
+        except BaseException as e:
+            self.init_error = ActorError(_picklable(e), _format(e), self.name,
+                                         self.rank.rank, "__init__")
+            self._die(f"__init__ raised {_one_line(e)}", e, _format(e), cleanup=False)
+        self.inst.sync = not is_async
+        try:
+            if is_async and self.init_error is None:
+                self._run_async(sock)
+            else:
+                self._run_sync(sock)
+        except node.closed_errors:
+            pass
+        finally:
+            sock.close(linger=0)
+
+    def _run_sync(self, sock) -> None:
+        # A lone call is handled and answered at once; calls found already queued
+        # behind it are handled as a corked burst (their replies leave together).
+        node = self.node
+        recv, handle, again = node.recv, self._handle, node.again_errors
+        while True:
+            handle(recv(sock))
+            try:
+                frames = recv(sock, 1)
+            except again:
+                continue
+            node.cork()
+            try:
+                handle(frames)
+                for _ in range(MAX_BURST - 1):
+                    try:
+                        frames = recv(sock, 1)
+                    except again:
+                        break
+                    handle(frames)
+            finally:
+                node.uncork()
+
+    def _run_async(self, sock) -> None:
+        import asyncio  # deferred: import time (only async actors need asyncio)
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        handle = self._handle
+        recv = self.node.recv
+        again, closed = self.node.again_errors, self.node.closed_errors
+
+        def drain():          # to EAGAIN (ZMQ_FD is edge-triggered)
+            try:
+                while True:
+                    handle(recv(sock, 1), loop)         # 1: NOBLOCK
+            except again:
+                pass
+            except closed:
+                loop.stop()
+
+        fd = sock.fileno() if isinstance(sock, unixsock.Inbox) else sock.getsockopt(14)  # ZMQ_FD
+        loop.add_reader(fd, drain)
+        loop.call_soon(drain)
+        loop.run_forever()
+
+    def _handle(self, frames, loop=None) -> None:
+        node = self.node
+        try:
+            (method, raddr, port_id, rank, rkey, ext), payload = unpack_call(frames[0])
+        except Exception as e:  # noqa: BLE001 - a malformed record fails alone
+            return self._malformed(frames, e)
+        _msg_set((rank, ext))
+        try:
+            if self.failed is not None:
+                return self._when_failed(method, payload, frames[1:], raddr,
+                                         port_id, rank, rkey)
+            ent = self.endpoints.get(method)
+            if ent is None:
+                if method in _BUILTIN:
+                    return self._builtin(method, payload, frames[1:], raddr, port_id,
+                                         rank, rkey, loop)
+                raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
+                                     f"{method!r}")
+            fn, explicit, asy = ent
+            args, kwargs = _loads(payload) if len(frames) == 1 else \
+                node.decode(payload, frames[1:])
+            if explicit:
+                args = (Port(raddr, port_id, rank, rkey), *args)
+            if asy:
+                task = loop.create_task(self._run_task(fn, args, kwargs, raddr, port_id,
+                                                       rank, rkey, explicit, method))
+                # The loop holds a waiting task only weakly: without this a collection
+                # could destroy one whose awaitable only it references, mid-call.
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return
+            result = fn(self.actor, *args, **kwargs)
+        except BaseException as e:
+            self._fail(e, raddr, port_id, rank, rkey, method)
+            return
+        if port_id and not explicit:
+            node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable, method)
+
+    async def _run_task(self, fn, args, kwargs, raddr, port_id, rank, rkey, explicit,
+                        method):
+        try:
+            result = await fn(self.actor, *args, **kwargs)
+        except BaseException as e:
+            if isinstance(self.failed, MeshStoppedError):   # cancelled by the stop
+                if port_id:
+                    self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
+                return
+            self._fail(e, raddr, port_id, rank, rkey, method)
+            return
+        if port_id and not explicit:
+            self.node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable,
+                            method)
+
+    def _unsendable(self, e, method):
+        """How a result of ``method`` that could not be encoded (``e``) is answered:
+        an ActorError naming the endpoint, this rank and the cause (the actor goes
+        on)."""
+        cause = f"{type(e).__name__}: {e}"
+        exc = TypeError(f"the result of endpoint {method} on rank {self.rank.rank} of "
+                        f"{self.name} cannot be sent: {cause}")
+        return ActorError(exc, f"{exc}\n", self.name, self.rank.rank, method)
+
+    def _malformed(self, frames, exc) -> None:
+        """A record whose header cannot be parsed (from an authenticated peer: a bug
+        or a version skew, never an outsider's).  No one can be answered; it is
+        dropped and logged (the first few, then one in 1000), and the actor serves
+        the next message."""
+        self._bad_records += 1
+        n = self._bad_records
+        if n <= 3 or n % 1000 == 0:
+            head = bytes(memoryview(frames[0])[:16]) if frames else b""
+            _log.error("actor %s: dropped malformed message #%d (%d frame(s), header "
+                       "starts %r): %s", self.inst.actor_id, n, len(frames), head,
+                       _one_line(exc))
+
+    def abort(self, reason) -> None:
+        """``context().actor_instance.abort(reason)``: fail this actor now."""
+        self._die(f"actor explicitly aborted due to: {reason}" if reason else
+                  "actor explicitly aborted", None)
+
+    def _fail(self, e, raddr, port_id, rank, rkey, method) -> None:
+        tb = _format(e)
+        err = ActorError(_picklable(e), tb, self.name, self.rank.rank, method)
+        if port_id:
+            self.node.reply(raddr, port_id, rank, False, err, rkey)
+        if not port_id:
+            self._die(f"broadcast endpoint {method} raised {_one_line(e)} (nowhere to "
+                      "reply)", e, tb)
+        elif not isinstance(e, Exception):
+            self._die(f"endpoint {method} raised {_one_line(e)}", e, tb)
+
+    # -- failure and supervision ----------------------------------------------
+    def post(self, method: str, payload=None) -> None:
+        """Queue a built-in message for this actor (thread-safe)."""
+        post_to(self.node, self.addr, method, payload)
+
+    def _die(self, cause: str, exc, details: str = "", cleanup: bool = True,
+             children=()) -> None:
+        """This actor fails: ``__cleanup__(exc)``, then its owner hears of it."""
+        if self.failed is not None:
+            return
+        self.failed = SupervisionError(self.name, self.rank.rank, cause)
+        if cleanup:
+            self._cleanup(exc)
+        self._report(MeshFailure(self.name, (self.rank.rank,), cause, "actor", details,
+                                 children, (self.addr,)))
+
+    def _report(self, failure) -> None:
+        owner = self.owner or ("client", getattr(self.node, "controller_addr", None)
+                               or self.node.addr)
+        try:
+            if owner[0] == "actor" and owner[1] in HOSTS:
+                HOSTS[owner[1]].post("__supervise__", failure)
+            elif owner[0] == "actor":
+                _log.error("actor %s: owner %s is gone; failure unreported:\n%s",
+                           self.inst.actor_id, owner[1], failure.report())
+            else:
+                self.node.send(owner[1], [pack((SUPERVISE,), pickle.dumps(failure))])
+        except Exception as e:  # noqa: BLE001 - never let reporting kill the thread
+            _log.error("actor %s: cannot report its failure (%s):\n%s",
+                       self.inst.actor_id, e, failure.report())
+
+    def _cleanup(self, exc) -> None:
+        try:
+            fn = getattr(type(self.actor), "__cleanup__", None) if self.actor is not None \
+                else None
+            if fn is not None:
+                ok, v = call_with_timeout(lambda: fn(self.actor, exc), supervise_timeout(),
+                                          self.inst)
+                if not ok:
+                    _log.error("actor %s: __cleanup__ failed: %s", self.inst.actor_id,
+                               _one_line(v))
+        finally:
+            self.cleaned.set()
+
+    def _when_failed(self, method, data, extras, raddr, port_id, rank, rkey):
+        if method in ("__stop__", "__stop_mesh__"):
+            if not self.cleaned.is_set():
+                self._cleanup(None if isinstance(self.failed, MeshStoppedError)
+                              else self.failed)
+            self.actor = None
+            self.stopped.set()
+            if port_id:
+                self.node.reply(raddr, port_id, rank, True, None, rkey)
+            return
+        if method == "__supervise__":       # a failed owner: pass it up, chained
+            failure = self.node.decode(data, extras)[0][0]
+            self._report(MeshFailure(self.name, (self.rank.rank,),
+                                     f"child mesh {failure.mesh_name} failed after this "
+                                     f"actor had failed ({self.failed.cause})", "actor",
+                                     "", (failure,), (self.addr,)))
+            return
+        if port_id:
+            self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
+            if not self._seen_sent and not isinstance(self.failed, MeshStoppedError):
+                self._seen_sent = True
+                client = getattr(self.node, "controller_addr", None) or self.node.addr
+                self.node.send(client, [pack((SEEN, self.addr))])
+
+    def _builtin(self, method, data, extras, raddr, port_id, rank, rkey, loop=None):
+        if method == "__ready__":
+            if port_id:
+                self.node.reply(raddr, port_id, rank, True, True, rkey)
+        elif method in ("__stop__", "__stop_mesh__"):
+            what = "proc mesh stopped" if method == "__stop__" else \
+                f"actor mesh stopped ({self.node.decode(data, extras)[0][0]})"
+            self.failed = MeshStoppedError(self.name, self.rank.rank, what)
+            self._cleanup(None)
+            if loop is not None:
+                # Async endpoints still running are cancelled (their callers get
+                # MeshStoppedError), after those started by earlier messages have
+                # taken their first step (their steps are already scheduled);
+                # stopped is set once they have ended (they hold the instance).
+                loop.call_soon(_cancel_tasks, loop, self.stopped)
+            self.actor = None          # its __del__ runs now, not at process exit
+            if loop is None:
+                self.stopped.set()
+            if port_id:
+                self.node.reply(raddr, port_id, rank, True, None, rkey)
+        elif method == "__supervise__":
+            failure = self.node.decode(data, extras)[0][0]
+            self._supervise(failure)
+
+    def _supervise(self, failure) -> None:
+        fn = getattr(type(self.actor), "__supervise__", None)
+        if fn is None:
+            why = "it has no __supervise__"
+        else:
+            ok, v = call_with_timeout(lambda: fn(self.actor, failure), supervise_timeout(),
+                                          self.inst)
+            if ok and v:
+                return
+            why = (f"__supervise__ returned {v!r}" if ok else
+                   f"__supervise__ raised {_one_line(v)}")
+        self._die(f"unhandled failure of child mesh {failure.mesh_name!r} ({why})",
+                  None, "", children=(failure,))

@@ -1,0 +1,44 @@
+"""Running an actor's supervision code (``__supervise__``, ``__cleanup__``) bounded in
+time, on a helper thread with the actor's context.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from monarch_cy import _config
+from monarch_cy._actor.base import state
+
+__all__ = ["call_with_timeout", "supervise_timeout"]
+
+
+def supervise_timeout() -> float:
+    """Seconds a ``__supervise__``/``__cleanup__`` may take before it counts as hung
+    (``MONARCH_CY_SUPERVISE_TIMEOUT``, default 10; read in the actor's proc)."""
+    return _config.supervise_timeout()
+
+
+def call_with_timeout(fn, timeout: float, inst=None):
+    """Run ``fn()`` in a helper thread (with ``inst`` as its actor context);
+    ``(True, value)``, ``(False, exc)`` if it raised, or ``(False, TimeoutError)`` if
+    it did not return within ``timeout`` (the thread is left running).  A coroutine
+    result is run to completion there."""
+    box = []
+
+    def run():
+        if inst is not None:
+            state.local.instance = inst
+        try:
+            v = fn()
+            if hasattr(v, "__await__") and hasattr(v, "send"):
+                import asyncio  # deferred: import time (a coroutine is rare here)
+                v = asyncio.run(v)
+            box.append((True, v))
+        except BaseException as e:  # noqa: BLE001 - reported to the caller
+            box.append((False, e))
+    t = threading.Thread(target=run, daemon=True, name="monarch_cy-supervise")
+    t.start()
+    t.join(timeout)
+    if not box:
+        return False, TimeoutError(f"did not return within {timeout} s")
+    return box[0]

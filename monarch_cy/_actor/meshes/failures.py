@@ -1,0 +1,122 @@
+"""Failures, in the controller: what it does when a proc exits or goes silent, and
+when an actor owned by the client reports its failure (``SUPERVISE``).
+
+Everything here runs in the controller's pump, once per proc incarnation: the proc's
+pending calls end (:meth:`Node.proc_failed`), the other procs hear of it (PROC_DEAD),
+and the failure goes to the restart policy (:mod:`.respawn`), to the actor that asked
+for the procs, or to the client (:mod:`monarch_cy._actor.base.client_faults`).  A proc
+that a respawn replaced, or one stopped on purpose, is not a failure.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+from monarch_cy._actor.base import client_faults, state as _state
+from monarch_cy._actor.base.failure import MeshFailure
+from monarch_cy._actor.meshes import respawn
+from monarch_cy._actor.meshes.proc_state import addrs_on, broadcast_dead
+from monarch_cy._actor.model.actor import post_to
+
+__all__ = ["on_exit", "on_silent", "handle_supervise", "handle_seen", "maybe_restart",
+           "describe_exit"]
+
+
+def describe_exit(code: int) -> str:
+    """A proc's exit status (``-N``: killed by signal N) in Monarch's wording, with
+    the signal's name added."""
+    if code < 0:
+        import signal  # deferred: import time (a failure is rare)
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return (f"the process this actor was running on failed: Killed(sig={-code}) "
+                f"(signal {name})")
+    return f"the process this actor was running on failed: exited with non-zero code {code}"
+
+
+def _proc_down(node, proc, cause: str) -> None:
+    """A proc failed (died, or went silent): runs in the pump, once per incarnation.
+    Ends its pending calls, tells the other procs, and reports the failure to the
+    client, or lets the restart policy respawn it."""
+    if proc.reported:
+        return
+    proc.reported = True
+    st = proc.state
+    addrs = addrs_on(st, proc.rank, proc)
+    ended = node.proc_failed(proc.key, cause, addrs)
+    broadcast_dead(node, proc, cause, addrs)
+    if st.stopped:
+        return
+    st.failed_ranks.add(proc.rank)
+    names = [rec.name for rec in st.meshes if proc.rank in rec.where]
+    failure = MeshFailure(
+        st.name, (proc.rank,), cause, "proc",
+        f"actor meshes on it: {', '.join(names) or 'none'}", addrs=(proc.key,))
+    handled = maybe_restart(node, st, failure)
+    if st.supervisor is not None and not handled:
+        post_to(node, st.supervisor, "__supervise__", failure)   # the asking actor's
+        return
+    client_faults.client_failure(node, failure, (proc.key,), st, handled or ended > 0)
+
+
+def maybe_restart(node, st, failure) -> bool:
+    """Start a policy respawn of ``st``'s failed ranks; True if the policy took it."""
+    pol = st.policy
+    if pol is None or st.stopped or st.restarts >= pol.max_restarts:
+        return False
+    st.restarts += 1
+    respawn.start(node, st, None, pol.delay(st.restarts), on_exit, policy=True)
+    return True
+
+
+def on_exit(node, proc, code: int) -> None:
+    """Runs in the pump when a proc exits (reported by the launcher)."""
+    try:
+        if _state.LIVE_PROCS.get(proc.key) is proc:
+            del _state.LIVE_PROCS[proc.key]
+        st = proc.state
+        if proc.replaced:
+            pass                      # a respawn killed it and owns what follows
+        elif st.stopped:
+            cause = "proc mesh stopped"
+            addrs = addrs_on(st, proc.rank, proc)
+            node.proc_failed(proc.key, cause, addrs)
+            broadcast_dead(node, proc, cause, addrs)
+        else:
+            _proc_down(node, proc, describe_exit(code))
+        proc.alive = False
+        st.stop_waiting.discard(proc)
+        if st.stop_future is not None and not st.stop_waiting:
+            st.stop_future._set_result(None)
+    finally:
+        proc.done.set()
+
+
+def on_silent(node, proc, cause: str) -> None:
+    """Heartbeat timeout (in the pump): fail the proc now, then kill it."""
+    _proc_down(node, proc, cause)
+    try:
+        proc.popen.kill()
+    except OSError:
+        pass
+
+
+def handle_supervise(node, hdr, data, extras) -> None:
+    """SUPERVISE in the controller: an actor owned by the client failed."""
+    failure = pickle.loads(data)
+    st, handled = None, False
+    for a in failure.addrs:
+        home = _state.ACTOR_HOME.get(a)
+        if home is not None:
+            st = home[0]
+            st.failed_ranks.add(home[1])
+    if st is not None:
+        handled = maybe_restart(node, st, failure)
+    client_faults.client_failure(node, failure, failure.addrs, st, handled)
+
+
+def handle_seen(node, hdr, data, extras) -> None:
+    """SEEN in the controller: a caller observed that actor's failure."""
+    client_faults.note_seen(hdr[1])

@@ -1,0 +1,200 @@
+"""Host meshes: where procs start, and ``spawn_procs`` that starts them.
+
+``this_host().spawn_procs(per_host={"gpus": 4})`` starts one process per point of
+``per_host`` *now* (the bootstrap of :mod:`monarch_cy._actor.bootstrap`, through the fork server of
+:mod:`monarch_cy._actor.launch.launcher` or a fresh interpreter) and returns a :class:`ProcMesh` at once;
+messages to a proc queue until it is up.  A host mesh of remote hosts (from
+``attach_to_workers`` or a job type) has a ``hosts`` dimension and their agents start
+the procs (:mod:`monarch_cy._hosts`).  Each proc's exit is armed on the controller's
+pump as soon as it is started, so one that dies before it ever answered still fails
+its pending calls.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from monarch_cy import _config
+from monarch_cy._checks import check_timeout
+from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.base.addresses import alloc_addr
+from monarch_cy._actor.base.shape import Extent, MeshTrait, Shape
+from monarch_cy._actor.host import proc_setup
+from monarch_cy._actor.launch import proc_bind as binding
+from monarch_cy._actor.launch.visible_gpus import check_enough
+from monarch_cy._actor.meshes import heartbeat
+from monarch_cy._actor.meshes.controllers import cc_address
+from monarch_cy._actor.meshes.failures import on_exit, on_silent
+from monarch_cy._actor.meshes.proc_mesh import ProcMesh
+from monarch_cy._actor.meshes.proc_state import _Proc, _State
+from monarch_cy._actor.meshes.remote_ops import spawn_procs_remote
+from monarch_cy._actor.meshes.restart_policy import RestartPolicy
+from monarch_cy._transport.current import current_node
+
+__all__ = ["HostMesh", "this_host"]
+
+
+class HostMesh(MeshTrait):
+    """Hosts to start procs on; ``this_host()`` is the controller's host, and
+    ``attach_to_workers``/job types give meshes of remote hosts (``hosts``
+    dimension; their agents start the procs, see :mod:`monarch_cy._hosts`)."""
+
+    def __init__(self, shape: Shape, hosts=None) -> None:
+        self._shape = shape
+        self._hosts = hosts    # None (this host) or monarch_cy._hosts.attach.HostSet
+
+    def _new_with_shape(self, shape):
+        return HostMesh(shape, self._hosts)
+
+    def __reduce__(self):
+        if self._hosts is not None:
+            raise TypeError(
+                "a HostMesh of remote hosts cannot be sent to an actor: its agents' "
+                "connections live in the controller. Spawn the procs in the controller "
+                "and send the ProcMesh instead")
+        return (_rebuild_host_mesh, (_state.job_tag(), self._shape))
+
+    def spawn_procs(self, per_host: dict | None = None, bootstrap=None,
+                    name: str = "procs", proc_bind=None, bootstrap_command=None, *,
+                    env: dict | None = None, restart=None,
+                    heartbeat_timeout: float | None = None) -> ProcMesh:
+        """Start ``prod(per_host.values())`` procs per host; returns at once.
+
+        Monarch's parameters, in Monarch's order:
+
+        * ``bootstrap``: a callable (``def`` or ``async def``, no arguments) run in
+          every proc before any actor of it is constructed, again in each respawned
+          proc (see :mod:`monarch_cy._actor.host.proc_setup`); ``ProcMesh.initialized`` waits for it;
+        * ``name``: the mesh's name in logs and errors;
+        * ``proc_bind``: one dict per proc of a host (``cpus``/``physcpubind``,
+          ``cpunodebind``, ``membind``; see :mod:`monarch_cy._actor.launch.proc_bind`);
+        * ``bootstrap_command``: a :class:`BootstrapCommand` or ``point ->
+          BootstrapCommand``: the program and extra environment of each proc (see
+          :mod:`monarch_cy._actor.launch.bootstrap_command`).
+
+        Each proc's environment (see :mod:`monarch_cy._actor.launch.proc_start` for the order): what this
+        process has plus ``env``; the torchrun variables (``RANK``, ``LOCAL_RANK``,
+        ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``, ...); with a ``gpus``
+        dimension, ``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES`` naming the
+        device its gpu coordinate indexes among those this process was given
+        (``CUDA_VISIBLE_DEVICES``, ``HIP_...``, ``ROCR_...`` or SLURM's
+        ``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``; see :mod:`monarch_cy._actor.launch.visible_gpus`: asking for
+        more than were given raises ``ValueError``); the command's ``env``; and
+        ``MONARCH_CY_RANK``/``MONARCH_CY_WORLD_SIZE``.  Under
+        :mod:`monarch_cy.compat` the gpu coordinate is not pinned, as in Monarch
+        (every proc sees the GPUs its parent sees), unless
+        ``MONARCH_CY_PIN_GPUS=1``; ``MONARCH_CY_PIN_GPUS=0`` turns pinning off here.
+
+        ``restart``: a :class:`RestartPolicy` to respawn failed ranks automatically.
+        ``heartbeat_timeout``: seconds without a heartbeat answer before a proc is
+        failed and killed (default ``MONARCH_CY_HEARTBEAT_TIMEOUT`` or 10; 0: off).
+        """
+        if self._hosts is None and bootstrap_command is None:
+            made = current_node()            # None: no node yet, so ours (a controller)
+            if made is None or made.is_controller:
+                # deferred: import time (the launcher loads when procs first start)
+                from monarch_cy._actor.launch.launcher import prestart
+                prestart()   # the fork server boots while this process makes its node
+        node = _state.get_node()
+        # deferred: import time (the launcher loads when procs first start)
+        from monarch_cy._actor.launch.launcher import arm_exit
+        from monarch_cy._actor.launch.proc_start import ProcStarts
+        if not node.is_controller and self._hosts is None:
+            return spawn_procs_remote(self._shape, dict(
+                per_host=per_host, bootstrap=bootstrap, name=name, proc_bind=proc_bind,
+                bootstrap_command=bootstrap_command, env=env, restart=restart,
+                heartbeat_timeout=heartbeat_timeout))
+        if restart is not None and not isinstance(restart, RestartPolicy):
+            raise TypeError(f"restart must be a RestartPolicy or None, not {restart!r}")
+        if heartbeat_timeout is None:
+            heartbeat_timeout = heartbeat.default_timeout()
+        else:
+            heartbeat_timeout = check_timeout("heartbeat_timeout", heartbeat_timeout,
+                                              allow_zero=True)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty str, not {name!r}")
+        per_host = dict(per_host or {})
+        for k, v in per_host.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"per_host[{k!r}] must be a positive int, not {v!r}")
+        if env is not None and not all(isinstance(k, str) and isinstance(v, str)
+                                       for k, v in env.items()):
+            raise TypeError(f"env must map str to str, not {env!r}")
+        setup = proc_setup.check(bootstrap)
+        per = 1
+        for v in per_host.values():
+            per *= v
+        binds = binding.check(proc_bind, per)
+        pin = _pin_gpus()
+        if pin and "gpus" in per_host and self._hosts is None:
+            check_enough({**os.environ, **(env or {})}, per_host["gpus"])
+        labels = self._shape.labels + tuple(per_host)
+        sizes = self._shape.sizes + tuple(per_host.values())
+        ext = Extent(labels, sizes)
+        cfg = {"secret": node.keys.secret.hex(), "controller": node.addr,
+               "controller_pid": os.getpid(), "rundir": node.rundir,
+               "sys_path": [p for p in sys.path if isinstance(p, str)],
+               "compat": _compat_installed(), "cc_addr": cc_address(node),
+               "setup": setup is not None}
+        mid = _state.next_id()
+        starts = ProcStarts(node, ext, per, mesh_id=mid,
+                            inherited={**os.environ, **(env or {})}, user_env=dict(env or {}),
+                            pin=pin, remote=self._hosts, bootstrap_command=bootstrap_command,
+                            cfg=dict(cfg, mesh_id=mid),
+                            max_restarts=restart.max_restarts if restart else 0)
+        remote = None
+        if self._hosts is not None:   # one remote host per point; waits for their agents
+            remote = self._hosts.resolve(self._shape.global_ranks())
+        procs = []
+        st = _State(mid, procs, str(name), restart)
+        _state.STATES.append(st)
+        for r in range(ext.nelements):
+            if remote is not None:    # the host's agent merges env into its own
+                host = remote[r // per]
+                key, daddr = host.proc_addrs()
+                starter = starts.starter(r, key, daddr, host, binds[r % per])
+            else:
+                key = alloc_addr(node, f"p{mid}.{r}")
+                daddr = alloc_addr(node, f"p{mid}.{r}d")
+                starter = starts.starter(r, key, daddr, None, binds[r % per])
+            p = _Proc(r, key, starter(), st, starter, daddr)
+            p.remote = remote is not None
+            procs.append(p)
+            _state.LIVE_PROCS[key] = p
+            node.call_in_pump(lambda p=p: arm_exit(
+                p.popen, lambda code: on_exit(node, p, code)))   # an early exit too
+        heartbeat.start(node, st, heartbeat_timeout, lambda p, cause: on_silent(node, p, cause))
+        pm = ProcMesh(procs, Shape.dense(labels, sizes), st)
+        if setup is not None:
+            st.setup = proc_setup.start(pm, setup)
+        return pm
+
+    def __repr__(self):
+        return f"<HostMesh {self.sizes!r}>"
+
+
+def _pin_gpus() -> bool:
+    """Whether the ``gpus`` coordinate sets each proc's visible devices (see
+    ``HostMesh.spawn_procs``)."""
+    pin = _config.pin_gpus()
+    return (not _compat_installed()) if pin is None else pin
+
+
+def _compat_installed() -> bool:
+    """Whether ``monarch_cy.compat.install()`` ran here (workers then install it too)."""
+    compat = sys.modules.get("monarch_cy.compat")
+    return bool(compat is not None and compat.installed())
+
+
+
+def this_host() -> HostMesh:
+    """The controller's host, as a host mesh with no dimensions."""
+    return HostMesh(Shape.dense((), ()))
+
+
+def _rebuild_host_mesh(tag, shape):
+    """A HostMesh of this host pickles to "this host" of the receiver (the procs of a
+    job on one machine share it)."""
+    _state.check_job(tag, "host mesh")
+    return HostMesh(shape)

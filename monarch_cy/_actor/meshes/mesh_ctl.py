@@ -1,0 +1,45 @@
+"""The owner's side of ``MESH_CTL`` (runs in its pump): a remote view asks it to stop
+a proc mesh, or a worker asks the client to start procs (:mod:`.remote_ops` sends
+them)."""
+
+from __future__ import annotations
+
+from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.meshes.host_mesh import HostMesh
+from monarch_cy._actor.meshes.proc_stop import stop_procs
+
+__all__ = ["handle_mesh_ctl"]
+
+
+def _spawn_for(node, data, extras):
+    shape, kwargs, asker, actor = node.decode(data, extras)
+    proc = _state.LIVE_PROCS.get(asker)
+    if proc is not None and getattr(proc, "remote", False):
+        raise NotImplementedError(
+            "spawn_procs from an actor on a remote host is not supported yet; spawn "
+            "the procs in the client and send the ProcMesh to the actor")
+    pm = HostMesh(shape).spawn_procs(**kwargs)
+    if actor:
+        pm._state.supervisor = actor          # its failures go to that actor
+    return pm
+
+
+def handle_mesh_ctl(node, hdr, data, extras) -> None:
+    """``(MESH_CTL, op, mesh id, reply addr, port id, reply key)``: ``op`` is
+    ``"spawn_procs"`` or ``"stop"``; the asker gets the ProcMesh, None, or the error."""
+    _, op, mesh_id, raddr, port, rkey = hdr
+    if op == "spawn_procs":
+        try:
+            pm = _spawn_for(node, data, extras)
+        except Exception as e:  # noqa: BLE001 - the asker raises it
+            node.reply(raddr, port, None, False, e, rkey)
+        else:
+            node.reply(raddr, port, None, True, pm, rkey)
+        return
+    st = next((s for s in _state.STATES if s.mesh_id == mesh_id), None)
+    if st is None or op != "stop":
+        node.reply(raddr, port, None, False,
+                   ValueError(f"no proc mesh {mesh_id} here for {op!r}"), rkey)
+        return
+    fut = stop_procs(node, st)
+    fut.add_done_callback(lambda f: node.reply(raddr, port, None, True, None, rkey))

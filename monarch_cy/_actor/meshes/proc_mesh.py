@@ -1,0 +1,274 @@
+"""Proc meshes: spawning actors on started procs, respawning and stopping them.
+
+Procs are started by :meth:`HostMesh.spawn_procs <monarch_cy._actor.meshes.host_mesh.HostMesh>`,
+which returns at once; messages to a proc queue until it is up.  ``ProcMesh.spawn``
+also returns at once:
+the SPAWN message precedes every call from this controller on the same pipe, so
+``__init__`` runs before the first message.  ``this_proc()`` is the controller
+process itself (actors spawned there run in controller threads).
+
+Proc exit is watched through pidfds by the controller's pump; a proc that exits
+(crash, ``os._exit`` in ``__init__``, kill, stop) fails every pending call on it
+with :class:`SupervisionError` via :meth:`Node.proc_failed`, and later calls on it
+fail at once.  ``stop()`` sends STOP, SIGKILLs what is left after a grace period,
+reaps every child, and returns a Future resolved when all have exited
+(:mod:`.proc_stop`).
+
+A :class:`ProcMesh` pickles to ``(job tag, owner address, mesh id, name, procs,
+shape)`` where each proc is ``(rank, key, direct address)``.  Unpickled:
+
+* in the process that started those procs (the owner), it is the *same* mesh again
+  (its live state: stop, respawn, failure records), sliced as it was sent;
+* anywhere else in the job, a *remote view*: ``spawn`` works (SPAWN goes straight to
+  the procs; the spawning actor owns and supervises the new mesh), so do slicing,
+  ``sizes`` and ``stop()``, which asks the owner to stop the mesh and resolves when
+  it has (:mod:`.remote_ops`).  Proc deaths reach the view through the owner's
+  PROC_DEAD broadcast, so a spawn or call on a dead proc fails rather than hangs.
+  Actor meshes spawned from a view are not re-spawned by ``respawn``: the owner does
+  not know of them.
+
+Every reference carries the job's fingerprint (an HMAC of the job secret); a process
+of another job refuses it with :class:`ForeignJobError`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, TypeVar
+
+from monarch_cy._checks import check_timeout
+from monarch_cy._errors import ForeignJobError, MeshStoppedError, SupervisionError
+from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.base.addresses import alloc_addr
+from monarch_cy._actor.base.future import Future
+from monarch_cy._actor.base.shape import MeshTrait, Shape
+from monarch_cy._actor.cast import spawn as spawn_tree
+from monarch_cy._actor.cast.tree import use_tree
+from monarch_cy._actor.host.proc_setup import initialized
+from monarch_cy._actor.meshes import failures, respawn
+from monarch_cy._actor.meshes.proc_state import _MeshRecord, _Proc, _State
+from monarch_cy._actor.meshes.proc_stop import stop_procs
+from monarch_cy._actor.meshes.remote_ops import stop_remote
+from monarch_cy._actor.model.actor import ActorMesh, check_actor_class, context
+from monarch_cy._transport.protocol import SPAWN, pack
+
+T = TypeVar("T")
+
+__all__ = ["ProcMesh", "this_proc"]
+
+get_node = _state.get_node
+
+
+class ProcMesh(MeshTrait):
+    """A mesh of processes with named dimensions."""
+
+    def __init__(self, procs, shape: Shape, state: _State) -> None:
+        self._procs = procs          # global rank -> _Proc
+        self._shape = shape
+        self._state = state
+
+    def _new_with_shape(self, shape):
+        return ProcMesh(self._procs, shape, self._state)
+
+    def __reduce__(self):
+        st = self._state
+        owner = st.owner or get_node().addr
+        procs = tuple((p.rank, p.key, p.daddr) for p in st.procs)
+        return (_rebuild_proc_mesh, (_state.job_tag(), owner, st.mesh_id, st.name, procs,
+                                     self._shape))
+
+    def spawn(self, name: str, Class: "type[T]", *args: Any, **kwargs: Any) -> T:
+        """Spawn one ``Class(*args, **kwargs)`` per proc; returns the mesh at once.
+
+        Non-blocking: the SPAWN message precedes every later call from this process
+        on the same connection, so ``__init__`` runs before the first call.  The
+        class and arguments are pickled once here (classes from ``__main__``, a
+        notebook or a function go by value); an unpicklable one raises ``TypeError``
+        here.  Spawning a name already used on this proc mesh gives a second,
+        independent actor mesh, as in Monarch.
+        """
+        return self._spawn(name, Class, args, kwargs)  # type: ignore[return-value]
+
+    def _spawn(self, name: str, cls, args, kwargs, addrs=None) -> ActorMesh:
+        if not isinstance(name, str):
+            raise TypeError(f"actor mesh name must be a str, not {name!r}")
+        if not name or not name.replace("_", "a").replace("-", "a").isalnum():
+            raise ValueError(f"actor mesh name {name!r} must be non-empty letters, "
+                             "digits, '_' or '-'")
+        eps, plain = check_actor_class(cls)
+        st = self._state
+        if st.stopped:
+            raise MeshStoppedError(name, None, "cannot spawn on a stopped proc mesh")
+        node = get_node()
+        granks = self._shape.global_ranks()
+        procs = [self._procs[g] for g in granks]
+        for p in procs:
+            if p.key in node.dead:
+                raise SupervisionError(name, p.rank, f"cannot spawn: {node.dead[p.key]}")
+        keys = [p.key for p in procs]
+        try:
+            data, extras = node.encode((cls, args, kwargs), keys)
+        except TypeError as e:
+            raise TypeError(f"arguments of {cls.__qualname__} cannot be sent: {e}") from None
+        st.names.add(name)
+        mid = _state.next_id()
+        ext = self._shape.extent
+        owner = _owner(node)
+        # spawned inside a worker: its own counter, so tag the addresses with its pid
+        tag = "" if node.is_controller else f"w{os.getpid()}."
+        given, addrs = addrs, []
+        where = {}
+        for i, p in enumerate(procs):
+            addr = given[i] if given else alloc_addr(node, f"{tag}a{mid}.{p.rank}", p.key)
+            addrs.append(addr)
+            where[p.rank] = (addr, i)
+        if use_tree(node, len(procs)):            # a few messages, not one per proc
+            spawn_tree.send(node, procs, name, addrs, ext, owner, data, extras)
+        else:
+            for i, p in enumerate(procs):
+                hdr = (SPAWN, name, addrs[i], i, ext.labels, ext.sizes, p.rank, owner)
+                node.send(p.key, [pack(hdr, data), *extras])
+        if node.is_controller and any(p.popen is not None for p in procs):
+            st.meshes.append(_MeshRecord(name, cls, args, kwargs, owner,
+                                         ext.labels, ext.sizes, where))
+            for g, (addr, _) in where.items():
+                _state.ACTOR_HOME[addr] = (st, g)
+        return ActorMesh(name, cls, eps, plain, addrs, keys,
+                         Shape.dense(ext.labels, ext.sizes), st)
+
+    @property
+    def initialized(self) -> Future:
+        """A Future of ``True`` once ``spawn_procs(bootstrap=...)`` has run in every
+        proc (at once when there is none); it raises the setup's failure."""
+        setup = self._state.setup
+        if setup is None:
+            return Future._resolved(True)
+        return initialized(setup)
+
+    def logging_option(self, stream_to_client: bool = True,
+                       aggregate_window_sec: float | None = None,
+                       level: int | None = None) -> Future:
+        """Forward workers' output to this process (default) and optionally aggregate
+        identical lines across ranks over a window of ``aggregate_window_sec``.
+
+        Takes effect at once; returns an already-resolved ``Future[None]`` so that
+        Monarch's ``await procs.logging_option(...)`` works (ignoring it is fine).
+        ``level`` is accepted for Monarch's signature and not used: monarch_cy
+        forwards every line the procs write (see docs/monarch-compat.md).
+        """
+        check_timeout("aggregate_window_sec", aggregate_window_sec, allow_zero=True,
+                      allow_none=True)
+        get_node()
+        _state.log_sink().options[self._state.mesh_id] = (bool(stream_to_client),
+                                                  aggregate_window_sec)
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+            raise TypeError(f"level must be a logging level (int), not {level!r}")
+        return Future._resolved(None)
+
+    def flush_logs(self) -> None:
+        """Print aggregated log lines now instead of at the end of the window."""
+        node = get_node()
+        done = Future._make(None)
+        node.call_in_pump(lambda: (_state.log_sink().flush(), done._set_result(None)))
+        done.get(5)
+
+    def respawn(self, ranks=None) -> Future:
+        """Restart failed ranks in place; the Future resolves (to the list of global
+        ranks restarted) once every actor re-spawned on them finished ``__init__``.
+
+        ``ranks``: ranks of this mesh (default: every failed one).  See
+        :mod:`.respawn` for exactly what happens; raises ``MeshStoppedError`` on a
+        mesh stopped on purpose and ``ValueError`` for a healthy or unknown rank.
+
+        With ``ranks=None`` the ranks are those whose failure the controller has
+        processed: an actor failure seen by a caller as ``SupervisionError`` can
+        precede the report that marks its rank failed by a moment.
+        """
+        return respawn.respawn(self, ranks, failures.on_exit)
+
+    def stop(self) -> Future:
+        """Stop every proc of this mesh; the Future resolves when all have exited.
+
+        Pending calls on them fail with :class:`SupervisionError`; new calls on its
+        actor meshes raise :class:`MeshStoppedError`.  Each actor's ``__cleanup__``
+        runs after its current message (bounded: a stuck endpoint does not delay the
+        stop past the SIGKILL grace).  Idempotent.
+        """
+        st = self._state
+        if st.owner is not None:
+            return stop_remote(st)
+        return stop_procs(get_node(), st)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop().get()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.stop()
+
+    def __repr__(self):
+        return f"<ProcMesh {self.sizes!r}>"
+
+
+def _owner(node) -> tuple:
+    """Who owns a mesh spawned now: the calling actor, or the client."""
+    inst = context().actor_instance
+    if inst.addr:
+        return ("actor", inst.addr)
+    return ("client", getattr(node, "controller_addr", None) or node.addr)
+
+
+_this_proc = None
+
+
+def this_proc() -> ProcMesh:
+    """The controller process as a proc mesh of one (actors run in its threads)."""
+    global _this_proc
+    if _this_proc is None:
+        node = get_node()
+        procs = []
+        st = _State(0, procs)
+        procs.append(_Proc(0, node.addr, None, st))
+        _this_proc = ProcMesh(procs, Shape.dense((), ()), st)
+    return _this_proc
+
+
+_views = {}              # (owner addr, mesh id) -> remote _State, one per process
+_views_lock = threading.Lock()
+
+
+class _RemoteProc:
+    """What a remote view knows of one proc: its rank and addresses (no process)."""
+
+    __slots__ = ("rank", "key", "daddr", "popen", "alive")
+
+    def __init__(self, rank, key, daddr) -> None:
+        self.rank, self.key, self.daddr = rank, key, daddr
+        self.popen = None
+        self.alive = True
+
+
+def _rebuild_proc_mesh(tag, owner, mesh_id, name, procs, shape):
+    _state.check_job(tag, f"proc mesh {name!r}")
+    node = get_node()
+    if owner == node.addr:
+        if mesh_id == 0:
+            return this_proc()._new_with_shape(shape)
+        for st in _state.STATES:
+            if st.mesh_id == mesh_id:
+                return ProcMesh(st.procs, shape, st)
+        raise ForeignJobError(f"proc mesh {name!r} (id {mesh_id}) is not known to the "
+                              "process that made it any more")
+    with _views_lock:
+        st = _views.get((owner, mesh_id))
+        if st is None:
+            st = _State(mesh_id, [_RemoteProc(*p) for p in procs], name)
+            st.owner = owner
+            _views[(owner, mesh_id)] = st
+    return ProcMesh(st.procs, shape, st)

@@ -1,0 +1,100 @@
+"""Stopping procs: ``ProcMesh.stop()`` of the mesh's owner, and :func:`stop_all` at
+exit or ``shutdown_context()``.
+
+A stop posts ``__stop__`` to each actor on the path its calls took (so they run
+first; down an actor mesh's cast tree where calls may still be on their way,
+:func:`~monarch_cy._actor.cast.router.stop_down_trees`), then ``STOP`` to each proc
+(directly, or down the tree for large meshes, :mod:`monarch_cy._actor.cast.stop`),
+which runs its actors' ``__cleanup__`` and exits; whatever is left after the grace
+period is SIGKILLed.  The Future resolves when every proc has exited.
+"""
+
+from __future__ import annotations
+
+import time
+
+from monarch_cy._actor.base import client_faults, state as _state
+from monarch_cy._actor.base.future import Future
+from monarch_cy._actor.cast import stop as stop_tree
+from monarch_cy._actor.cast.router import stop_down_trees
+from monarch_cy._actor.cast.tree import use_tree
+from monarch_cy._actor.model.actor import post_to
+from monarch_cy._transport.protocol import STOP, pack
+
+__all__ = ["stop_procs", "stop_all", "GRACE_S"]
+
+GRACE_S = 3.0       # how long procs have to stop before they are SIGKILLed
+
+
+def stop_procs(node, st) -> Future:
+    """Stop every proc of the proc mesh ``st`` owned here; idempotent (the same
+    Future).  Non-blocking."""
+    if st.stop_future is not None:
+        return st.stop_future
+    st.stopped = True
+    client_faults.note_recovered(st)
+    fut = st.stop_future = Future._make(None)
+    live = [p for p in st.procs if p.popen is not None and p.alive]
+    st.stop_waiting = set(live)
+    if not live:
+        fut._set_result(None)
+        return fut
+    treed, idle = stop_down_trees(node, st.meshes)
+    stops = []
+    for p in live:
+        # __stop__ to each actor on the path its calls took (they run first), or
+        # none where no call is in flight (the proc posts it itself); then STOP to
+        # the proc, which waits for its actors' cleanup.
+        sent = []
+        for rec in st.meshes:
+            if p.rank in rec.where:
+                a = rec.where[p.rank][0]
+                if a not in treed and a not in idle:
+                    post_to(node, a, "__stop__")
+                if a not in idle:
+                    sent.append(a)
+        stops.append((p, tuple(sent)))
+    if use_tree(node, len(live)):            # a few messages, not one per proc
+        stop_tree.send(node, stops)
+    else:
+        for p, sent in stops:
+            node.send(p.key, [pack((STOP, sent))])
+
+    def kill_rest():
+        for p in live:
+            if p.alive:
+                try:
+                    p.popen.kill()
+                except OSError:
+                    pass
+    node.add_timer(GRACE_S, kill_rest)
+    return fut
+
+
+def stop_all(grace: float = 2.0) -> None:
+    """Stop every proc mesh still running and reap every child (used at exit)."""
+    import subprocess  # deferred: import time (only the exit path waits on procs)
+    node = _state.get_node()
+    live = [p for p in list(_state.LIVE_PROCS.values()) if p.popen is not None]
+    for st in _state.STATES:
+        st.stopped = True
+    hdr = pack((STOP,))
+    for p in live:
+        try:
+            node.send(p.key, [hdr])
+        except Exception:
+            pass
+    deadline = time.monotonic() + grace
+    for p in live:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            p.popen.wait(left)
+        except subprocess.TimeoutExpired:
+            p.popen.kill()
+            try:
+                p.popen.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+    # deferred: import time (the launcher loads when procs are first started)
+    from monarch_cy._actor.launch.launcher import shutdown_zygote
+    shutdown_zygote()

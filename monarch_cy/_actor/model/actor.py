@@ -1,0 +1,333 @@
+"""``Actor``, ``ActorMesh`` (a picklable reference to spawned actors) and context.
+
+An ActorMesh is a *reference*: actor socket addresses and proc keys (one per global
+rank) plus a :class:`Shape`.  Slicing makes a new reference; pickling one (as an
+argument, return value or actor attribute) gives another process a mesh it can call
+with the same adverbs.  Attribute access returns an :class:`Endpoint`; a name that is
+not an endpoint raises ``AttributeError`` saying why.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import pickle
+from typing import Generic, TypeVar
+
+from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.base.future import Future
+from monarch_cy._actor.base.shape import Extent, MeshTrait, Point, Shape
+from monarch_cy._actor.model.endpoint import Endpoint, EndpointProperty
+from monarch_cy._transport.protocol import pack_call
+
+__all__ = ["Actor", "ActorMesh", "Context", "ActorInstance", "context", "current_rank",
+           "current_size", "current_actor_name", "endpoint_table", "check_actor_class",
+           "post_to", "BUILTIN"]
+
+A = TypeVar("A")
+
+# Built-in message names (never endpoints; handled by host.actor_host).
+BUILTIN = frozenset({"__supervise__", "__ready__", "__stop__", "__stop_mesh__"})
+
+
+def post_to(node, addr: str, method: str, payload=None) -> None:
+    """Send the built-in message ``method`` (no reply port) to the actor at ``addr``,
+    on the same connection as this process's calls to it (so after them)."""
+    data, extras = node.encode(((payload,), {}) if payload is not None else ((), {}),
+                               (node.key,))
+    node.send(addr, [pack_call(method, "", 0, 0, node.key, None, data), *extras])
+
+
+class Actor:
+    """Base class of actors.  Subclass it and mark remote methods with ``@endpoint``.
+
+    ``__init__`` runs in the actor's own thread before any message is handled.  An
+    actor whose endpoints are all ``def`` runs them one at a time, in arrival order,
+    on its thread; an actor whose endpoints are all ``async def`` runs an asyncio
+    loop on its thread: messages *start* in arrival order and interleave at
+    ``await``.  Mixing the two kinds in one class is refused at spawn, as in Monarch
+    (a sync endpoint that waits would stall the loop of the async ones).
+    """
+
+    @property
+    def logger(self):
+        import logging  # deferred: import time (logging costs ~10 ms; rarely used)
+        return logging.getLogger(type(self).__qualname__)
+
+
+def endpoint_table(cls) -> tuple:
+    """``({name: (explicit_port, is_async)}, frozenset(plain method names))``."""
+    eps, plain = {}, set()
+    for klass in reversed(cls.__mro__):
+        for name, val in vars(klass).items():
+            if isinstance(val, EndpointProperty):
+                eps[name] = (val._explicit, val._is_async)
+                plain.discard(name)
+            elif callable(val) and not name.startswith("__"):
+                plain.add(name)
+                eps.pop(name, None)
+    return eps, frozenset(plain)
+
+
+def _is_coroutine_fn(fn) -> bool:
+    return bool(getattr(getattr(fn, "__code__", None), "co_flags", 0) & 0x80)
+
+
+def check_actor_class(cls) -> tuple:
+    """Validate an actor class for spawning; return its :func:`endpoint_table`.
+
+    Raises ``TypeError`` for a non-Actor or an ``async def __init__`` and
+    ``ValueError`` for a class mixing ``def`` and ``async def`` endpoints (or an
+    ``__cleanup__`` of the other kind), with Monarch's rule and reason.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Actor)):
+        raise TypeError(f"spawn needs a subclass of Actor, not {cls!r}")
+    if _is_coroutine_fn(cls.__init__):
+        raise TypeError(f"{cls.__qualname__}.__init__ must be a plain def, not async def")
+    eps, plain = endpoint_table(cls)
+    clash = sorted(set(eps) & BUILTIN)
+    if clash:
+        raise ValueError(f"{cls.__qualname__} has endpoints named {clash!r}, which are "
+                         "reserved for the runtime's own messages; rename them")
+    sync = sorted(n for n, (_, asy) in eps.items() if not asy)
+    asy = sorted(n for n, (_, a) in eps.items() if a)
+    why = ("a synchronous endpoint that waits would deadlock the asyncio loop that runs "
+           "the async ones")
+    if sync and asy:
+        raise ValueError(f"{cls.__qualname__} mixes both async and sync endpoints "
+                         f"(sync: {sync}, async: {asy}); make them all one kind: {why}")
+    cleanup = getattr(cls, "__cleanup__", None)
+    if cleanup is not None:
+        if sync and _is_coroutine_fn(cleanup):
+            raise ValueError(f"{cls.__qualname__} has sync endpoints {sync} but an async "
+                             f"__cleanup__; make __cleanup__ synchronous too: {why}")
+        if asy and not _is_coroutine_fn(cleanup):
+            raise ValueError(f"{cls.__qualname__} has async endpoints {asy} but a "
+                             f"synchronous __cleanup__; make __cleanup__ async too: {why}")
+    return eps, plain
+
+
+# ActorMesh attributes that are properties: an endpoint of the same name needs a class
+# of its own to shadow them (plain methods are shadowed by the instance dict).
+_MESH_PROPERTIES = frozenset({"extent", "sizes", "name", "initialized"})
+_mesh_classes = {}
+
+
+def _mesh_class(endpoints) -> type:
+    clash = frozenset(endpoints) & _MESH_PROPERTIES
+    if not clash:
+        return ActorMesh
+    cls = _mesh_classes.get(clash)
+    if cls is None:
+        ns = {n: property(lambda self, n=n: self.__getattr__(n)) for n in clash}
+        ns["__slots__"] = ()
+        cls = _mesh_classes[clash] = type("ActorMesh", (ActorMesh,), ns)
+    return cls
+
+
+def _rebuild_actor_mesh(name, cls_name, endpoints, plain, addrs, procs, shape, full):
+    state = None
+    home = _state.ACTOR_HOME.get(addrs[0]) if addrs else None
+    if home is not None:
+        state = home[0]
+    m = ActorMesh(name, cls_name, endpoints, plain, addrs, procs, shape, state)
+    if not full:
+        m._set_sliced()
+    return m
+
+
+class ActorMesh(MeshTrait, Generic[A]):
+    """A mesh of actors of one class (a reference; picklable; sliceable).
+
+    Endpoints are attributes: ``mesh.method`` is an :class:`Endpoint`.  An endpoint may
+    take the name of a mesh attribute (``stop``, ``size``, ``slice``...): on that
+    mesh the endpoint wins, and the mesh operation stays reachable through the class
+    (``ActorMesh.stop(mesh)``).
+    """
+
+    def __new__(cls, name, cls_name, endpoints, *args, **kwargs):
+        return object.__new__(_mesh_class(endpoints) if cls is ActorMesh else cls)
+
+    def __init__(self, name, cls_name, endpoints, plain, addrs, procs, shape,
+                 state=None) -> None:
+        if isinstance(cls_name, type):
+            cls_name = cls_name.__qualname__
+        self._name = name
+        self._cls_name = cls_name
+        self._endpoints = endpoints
+        self._plain = plain
+        self._addrs = tuple(addrs)
+        self._procs = tuple(procs)
+        self._shape = shape
+        self._state = state
+        self._full = True          # the whole mesh as spawned (message_rank = rank)
+        self._ext = None           # else the pickled extent calls carry (message_rank)
+        self._rr = -1
+        self._gr = None
+        self._plan = None          # its route down the cast tree (controller, large meshes)
+        d = self.__dict__
+        for ep, (explicit, _) in endpoints.items():
+            if hasattr(ActorMesh, ep) and ep not in _MESH_PROPERTIES:
+                d[ep] = Endpoint(self, ep, explicit)     # shadows the mesh method
+
+    def _granks(self):
+        g = self._gr
+        if g is None:
+            g = self._gr = self._shape.global_ranks()
+        return g
+
+    def _new_with_shape(self, shape: Shape) -> "ActorMesh":
+        m = ActorMesh(self._name, self._cls_name, self._endpoints, self._plain,
+                      self._addrs, self._procs, shape, self._state)
+        m._set_sliced()
+        return m
+
+    def _set_sliced(self) -> None:
+        self._full = False
+        # Pickled once per slice; the actor unpickles it only if it asks message_rank.
+        self._ext = pickle.dumps((self._shape.labels, self._shape.sizes), 5)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        ep = self._endpoints.get(name)
+        if ep is not None:
+            e = Endpoint(self, name, ep[0])
+            if name not in _MESH_PROPERTIES:
+                self.__dict__[name] = e     # later lookups skip __getattr__
+            return e
+        if name in self._plain:
+            raise AttributeError(
+                f"{self._cls_name}.{name} is not an endpoint: decorate it with @endpoint "
+                f"to call it on a mesh")
+        raise AttributeError(f"actor class {self._cls_name} has no endpoint {name!r} "
+                             f"(endpoints: {sorted(self._endpoints)})")
+
+    def __reduce__(self):
+        return (_rebuild_actor_mesh, (self._name, self._cls_name, self._endpoints,
+                                      self._plain, self._addrs, self._procs, self._shape,
+                                      self._full))
+
+    def __repr__(self):
+        sizes = dict(zip(self._shape.labels, self._shape.sizes))
+        return f"<ActorMesh {self._name!r} of {self._cls_name} {sizes!r}>"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def initialized(self):
+        """A resolved Future (actors are ready as soon as spawn returns)."""
+        return Future._resolved(None)
+
+    def stop(self, reason: str = "stopped by client"):
+        """Stop these actors (not their procs): each one finishes the messages sent
+        to it before this call, runs ``__cleanup__(None)``, drops its instance (so
+        ``__del__`` runs) and answers every later call with ``MeshStoppedError``.
+        Returns a ``Future[None]`` resolved when every actor has stopped; non-blocking.
+        """
+        out = Future._make(None)
+        inner = Endpoint(self, "__stop_mesh__", False).call(str(reason))
+
+        def done(f):
+            exc = f.exception()
+            if exc is None:
+                out._set_result(None)
+            else:
+                out._set_exception(exc)
+        inner.add_done_callback(done)
+        return out
+
+
+class ActorInstance:
+    """What ``context().actor_instance`` describes: the running actor (or client).
+
+    Attributes: ``name`` (the actor mesh's name), ``rank`` (this actor's
+    :class:`Point` in its mesh), ``proc_rank``, ``actor_id`` (``name[rank]``),
+    ``creator``.  ``proc`` is this actor's own proc as a proc mesh of one.
+    """
+
+    __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync",
+                 "host")
+
+    def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
+                 addr: str = "", host=None) -> None:
+        self.name, self.rank, self.proc_rank, self.actor_id = name, rank, proc_rank, actor_id
+        self.creator = None
+        self.addr = addr      # this actor's socket: a sync actor must not wait on itself
+        self.sync = False
+        self.host = host      # the ActorHost running it (None for the client)
+
+    @property
+    def proc(self):
+        """This actor's proc, as a ProcMesh of one (``this_proc()``)."""
+        return _state.this_proc()
+
+    def abort(self, reason: str | None = None) -> None:
+        """Fail this actor now, as an unhandled error would (Monarch's semantics):
+        ``__cleanup__`` runs, its owner's ``__supervise__`` (or the client's fault
+        hook) gets a MeshFailure whose cause names ``reason``, and every later call is
+        answered with ``SupervisionError``.  Returns: the endpoint that called it
+        still finishes and its caller gets its result.  In the client it raises
+        ``RuntimeError``: the client is not an actor and has no owner."""
+        if self.host is None:
+            raise RuntimeError("abort() is for actors; the client has no owner to report "
+                               "to (raise an exception or call sys.exit instead)")
+        self.host.abort(reason)
+
+    def __repr__(self):
+        return f"<ActorInstance {self.actor_id} rank={dict(self.rank)}>"
+
+
+_message = contextvars.ContextVar("monarch_cy_message", default=None)
+
+
+class Context:
+    """``context()``: the current actor instance and the message being handled."""
+
+    __slots__ = ("actor_instance",)
+
+    def __init__(self, actor_instance: ActorInstance) -> None:
+        self.actor_instance = actor_instance
+
+    @property
+    def message_rank(self) -> Point:
+        """Where this actor sits in the *call* being handled: its Point in the mesh
+        or slice the caller sent to (not its rank in its own mesh when the caller
+        sliced it; 0-dimensional for ``choose`` and outside any message)."""
+        msg = _message.get()
+        if msg is None:
+            return Point(0, Extent([], []))
+        local, ext = msg
+        if ext is None:
+            return self.actor_instance.rank
+        return Point(local, Extent(*pickle.loads(ext)))
+
+
+_local = _state.local
+_CLIENT = ActorInstance("client", Point(0, Extent([], [])), -1, "client[0]")
+
+
+def _set_current(inst) -> None:
+    _local.instance = inst
+
+
+def context() -> Context:
+    """The calling actor's context (in the controller: the client instance)."""
+    return Context(getattr(_local, "instance", None) or _CLIENT)
+
+
+def current_actor_name() -> str:
+    """The calling actor's id as a string (``"client[0]"`` in the controller)."""
+    return str(context().actor_instance.actor_id)
+
+
+def current_rank() -> Point:
+    """The calling actor's :class:`Point` in its mesh (rank 0 of an empty extent in
+    the controller)."""
+    return context().actor_instance.rank
+
+
+def current_size() -> dict:
+    """Sizes of the calling actor's mesh, by dimension name."""
+    return dict(current_rank().extent)

@@ -1,0 +1,304 @@
+"""Ports: where replies go.  Collectors for the adverbs, and user channels.
+
+A *port* is ``(node address, port id)`` plus an optional rank tag.  Every call
+registers a collector on the caller's node under a fresh port id; replies for that
+id are delivered to it by the pumping thread, in arrival order.  Collectors:
+
+* :class:`OneCollector` -- one reply resolves a Future (``call_one``, ``choose``);
+* :class:`GatherCollector` -- n replies make a ValueMesh (``call``); the first error
+  fails the whole call;
+* :class:`StreamCollector` -- n futures resolved in arrival order (``stream``);
+* :class:`AccumCollector` -- folds replies as they arrive (``Accumulator``);
+  :class:`ReduceCollector` also joins folds made on the way back (``merge=``);
+* :class:`PortReceiver` -- user channel (``Channel.open()``), unbounded FIFO.
+
+Each implements the transport's :class:`~monarch_cy._transport.ports.Collector`
+protocol (the node delivers to it); ``proc_failed(proc_key, cause)`` fails a collector
+still waiting on that proc and returns True when the collector is finished.  ``streaming``: whether the collector
+does something with each reply as it comes (a cast tree's forwarders then pass replies
+up as they arrive; otherwise once per subtree, :mod:`monarch_cy._actor.cast.tree`).
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections import deque
+from typing import Generic, TypeVar
+
+from monarch_cy._errors import SupervisionError
+from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.base.future import Future
+from monarch_cy._actor.base.value_mesh import ValueMesh
+from monarch_cy._transport.ports import BaseCollector
+
+__all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "GatherCollector",
+           "StreamCollector", "AccumCollector", "ReduceCollector"]
+
+R = TypeVar("R")
+
+
+def _err(value):
+    return value if isinstance(value, BaseException) else RuntimeError(repr(value))
+
+
+class OneCollector(BaseCollector):
+    __slots__ = ("fut", "proc", "actor", "rank")
+
+    def __init__(self, fut, proc, actor, rank):
+        self.fut, self.proc, self.actor, self.rank = fut, proc, actor, rank
+
+    def deliver(self, rank, ok, value) -> bool:
+        if ok:
+            self.fut._set_result(value)
+        else:
+            self.fut._set_exception(_err(value))
+        return True
+
+    def proc_failed(self, proc, cause) -> bool:
+        if proc != self.proc:
+            return False
+        self.fut._set_exception(SupervisionError(self.actor, self.rank, cause))
+        return True
+
+
+class GatherCollector(BaseCollector):
+    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got")
+    streaming = False          # nothing is resolved before the last reply
+
+    def __init__(self, fut, shape, procs, actor):
+        self.fut, self.shape, self.procs, self.actor = fut, shape, procs, actor
+        n = len(procs)
+        self.values = [None] * n
+        self.got = [False] * n
+        self.left = n
+
+    def deliver(self, rank, ok, value) -> bool:
+        if not ok:
+            self.fut._set_exception(_err(value))
+            return True
+        if not self.got[rank]:
+            self.got[rank] = True
+            self.values[rank] = value
+            self.left -= 1
+        if self.left == 0:
+            self.fut._set_result(ValueMesh(self.shape, self.values))
+            return True
+        return False
+
+    def deliver_batch(self, items) -> tuple[int, bool]:
+        """A cast tree's batch of ``(rank, ok, pickled value)``: takes the leading
+        replies that are results and unpickle here, and returns ``(how many it took,
+        done)``; the caller hands the rest to :meth:`deliver` one by one (an error,
+        or a value that does not unpickle, fails the call there)."""
+        got, values, loads = self.got, self.values, pickle.loads
+        took = left = 0
+        for rank, ok, data in items:
+            if not ok:
+                break
+            try:
+                value = loads(data)
+            except Exception:  # noqa: BLE001 - deliver() turns it into the call's error
+                break
+            took += 1
+            if not got[rank]:
+                got[rank] = True
+                values[rank] = value
+                left += 1
+        self.left -= left
+        if self.left == 0:
+            self.fut._set_result(ValueMesh(self.shape, self.values))
+            return took, True
+        return took, False
+
+    def proc_failed(self, proc, cause) -> bool:
+        for r, p in enumerate(self.procs):
+            if p == proc and not self.got[r]:
+                self.fut._set_exception(SupervisionError(self.actor, r, cause))
+                return True
+        return False
+
+
+class StreamCollector(BaseCollector):
+    __slots__ = ("futs", "next", "procs", "actor", "got")
+    streaming = True
+
+    def __init__(self, futs, procs, actor):
+        self.futs, self.procs, self.actor = futs, procs, actor
+        self.next = 0
+        self.got = [False] * len(procs)
+
+    def deliver(self, rank, ok, value) -> bool:
+        self.got[rank] = True
+        f = self.futs[self.next]
+        self.next += 1
+        if ok:
+            f._set_result(value)
+        else:
+            f._set_exception(_err(value))
+        return self.next == len(self.futs)
+
+    def proc_failed(self, proc, cause) -> bool:
+        for r, p in enumerate(self.procs):
+            if p == proc and not self.got[r]:
+                self.got[r] = True
+                f = self.futs[self.next]
+                self.next += 1
+                f._set_exception(SupervisionError(self.actor, r, cause))
+        return self.next == len(self.futs)
+
+
+class AccumCollector(GatherCollector):
+    __slots__ = ("acc", "combine")
+
+    def __init__(self, fut, shape, procs, actor, identity, combine):
+        super().__init__(fut, shape, procs, actor)
+        self.acc, self.combine = identity, combine
+
+    def deliver_batch(self, items) -> tuple[int, bool]:
+        return 0, False            # folds: each reply through deliver()
+
+    def deliver(self, rank, ok, value) -> bool:
+        if not ok:
+            self.fut._set_exception(_err(value))
+            return True
+        if self.got[rank]:
+            return False
+        self.got[rank] = True
+        self.left -= 1
+        return self._fold(self.combine, value)
+
+    def _fold(self, fn, value) -> bool:
+        """``acc = fn(acc, value)``; True (the future resolved) when it raised or was
+        the last."""
+        try:
+            self.acc = fn(self.acc, value)
+        except Exception as e:
+            self.fut._set_exception(e)
+            return True
+        if self.left == 0:
+            self.fut._set_result(self.acc)
+            return True
+        return False
+
+
+class ReduceCollector(AccumCollector):
+    """``Accumulator(..., merge=)``: replies are folded with ``combine`` as they arrive;
+    a cast-tree forwarder's fold of its subtree (``deliver_partial``) joins with
+    ``merge``."""
+
+    __slots__ = ("merge",)
+
+    def __init__(self, fut, shape, procs, actor, identity, combine, merge):
+        super().__init__(fut, shape, procs, actor, identity, combine)
+        self.merge = merge
+
+    def deliver_partial(self, ranks, value) -> bool:
+        got = self.got
+        for r in ranks:
+            if got[r]:                 # never counted twice (a bug, not an input)
+                self.fut._set_exception(RuntimeError(
+                    f"rank {r} of {self.actor} was folded twice on the way back"))
+                return True
+            got[r] = True
+        self.left -= len(ranks)
+        return self._fold(self.merge, value)
+
+
+class Port(Generic[R]):
+    """A picklable handle that sends values to one port, from any process of the job.
+
+    ``send(value)`` is fire-and-forget and thread-safe; values from one sender arrive
+    in the order sent.  ``exception(exc)`` delivers an error instead.
+    """
+
+    __slots__ = ("_addr", "_port_id", "_rank", "_key")
+
+    def __init__(self, addr, port_id, rank=None, key=None):
+        self._addr, self._port_id, self._rank, self._key = addr, port_id, rank, key
+
+    def send(self, value: R) -> None:
+        _state.get_node().reply(self._addr, self._port_id, self._rank, True, value,
+                                self._key)
+
+    def exception(self, exc: BaseException) -> None:
+        _state.get_node().reply(self._addr, self._port_id, self._rank, False, exc,
+                                self._key)
+
+    def __reduce__(self):
+        return (_rebuild_port, (_state.job_tag(), self._addr, self._port_id, self._rank,
+                                self._key))
+
+    def __repr__(self):
+        return f"Port({self._addr!r}, {self._port_id})"
+
+
+def _rebuild_port(tag, addr, port_id, rank, key):
+    _state.check_job(tag, "port")
+    return Port(addr, port_id, rank, key)
+
+
+class PortReceiver(BaseCollector, Generic[R]):
+    """Receiving end of a channel. ``recv()`` returns a Future of the next value, in
+    arrival order.  Errors sent with ``Port.exception`` raise from that future."""
+
+    def __init__(self, node, once: bool = False, ranked: bool = False):
+        self._node = node
+        self._ranked = ranked
+        self._items = deque()
+        self._waiters = deque()
+        self._once = once
+        self._lock = threading.Lock()
+        self._port_id = node.register_port(self)
+
+    def deliver(self, rank, ok, value) -> bool:
+        if ok and self._ranked:
+            value = (rank, value)
+        with self._lock:
+            f = self._waiters.popleft() if self._waiters else None
+            if f is None:
+                self._items.append((ok, value))
+        if f is not None:
+            f._set_result(value) if ok else f._set_exception(_err(value))
+        return self._once
+
+    def proc_failed(self, proc, cause) -> bool:
+        return False
+
+    def recv(self) -> "Future[R]":
+        f = Future._make(None)       # resolved by the I/O thread (background inbox)
+        with self._lock:
+            item = self._items.popleft() if self._items else None
+            if item is None:
+                self._waiters.append(f)
+        if item is not None:
+            ok, value = item
+            f._set_result(value) if ok else f._set_exception(_err(value))
+        return f
+
+    def __reduce__(self):
+        raise TypeError("a PortReceiver stays in the process that opened its channel; "
+                        "send the Port (the sending end) to other actors instead")
+
+    def close(self) -> None:
+        """Stop receiving; later sends to the port are dropped."""
+        self._node.drop_port(self._port_id)
+
+
+class Channel(Generic[R]):
+    """``Channel.open()`` -> ``(Port, PortReceiver)``: a user-made reply channel."""
+
+    @staticmethod
+    def open(once: bool = False) -> "tuple[Port[R], PortReceiver[R]]":
+        """A channel: the Port travels to senders; ``recv()`` here gets the values."""
+        node = _state.get_node()
+        recv = PortReceiver(node, once)
+        return Port(node.addr, recv._port_id, None, node.key), recv
+
+    @staticmethod
+    def open_ranked(once: bool = False) -> "tuple[Port[R], PortReceiver[tuple[int, R]]]":
+        """As :meth:`open`, but ``recv()`` gives ``(rank, value)``: the rank the
+        sending actor had in the call whose port this is (None for a plain send)."""
+        node = _state.get_node()
+        recv = PortReceiver(node, once, ranked=True)
+        return Port(node.addr, recv._port_id, None, node.key), recv

@@ -1,0 +1,142 @@
+"""The wiring: THE table of message handlers, and the nodes that use it.
+
+Every message kind a node of the actor model handles beyond the transport's own
+(``REPLY``, ``RELEASE``, ``PROC_DEAD``) has one line below, in the controller's table,
+the worker's, or both.  A new kind gets its handler here and nowhere else.
+
+* :func:`make_controller_node` — the controller's node (made on first use of the
+  runtime, :func:`monarch_cy._actor.base.state.get_node`): the job secret, a private
+  run directory, the log sink, the controller's handlers; torn down at interpreter
+  exit (failures nobody handled yet reach the fault hook, every proc mesh still
+  running is stopped, every child reaped, the run directory removed).
+* :func:`install_worker` — a worker's handlers, log forwarding and watch of the
+  controller (from :mod:`.bootstrap`).
+* :data:`WORKER_MODULES` — what the fork server imports once before it forks
+  workers: every module that holds a worker handler, plus what workers need before
+  they serve.
+
+This module sits above every floor of the actor model and imports them all; only
+the package itself (at the controller's first use of the runtime) and the worker
+bootstrap import it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+
+from monarch_cy._errors import ActorError
+from monarch_cy._actor.base import client_faults, state as _state
+from monarch_cy._actor.base.addresses import listen_port, transport
+from monarch_cy._actor.cast import heartbeat as heartbeat_tree, spawn as spawn_tree, \
+    stop as stop_tree, tree as cast_tree
+from monarch_cy._actor.host import logs
+from monarch_cy._actor.host.actor_host import handle_spawn
+from monarch_cy._actor.host.stopping import stop_proc
+from monarch_cy._actor.launch.rundir import make_rundir
+from monarch_cy._actor.meshes import controllers, failures, heartbeat
+from monarch_cy._actor.meshes.mesh_ctl import handle_mesh_ctl
+from monarch_cy._actor.meshes.proc_stop import stop_all
+from monarch_cy._transport.auth import JobKeys
+from monarch_cy._transport.node import Node
+from monarch_cy._transport.protocol import (CAST, CC_ENSURE, HB_TREE, HEARTBEAT,
+                                            HEARTBEAT_ACK, LOG, MESH_CTL, REVIVE, SEEN,
+                                            SPAWN, SPAWN_TREE, STOP, STOP_TREE, SUPERVISE)
+
+__all__ = ["CONTROLLER_HANDLERS", "WORKER_HANDLERS", "WORKER_MODULES",
+           "make_controller_node", "install_worker"]
+
+
+def _revive(node, hdr, data, extras) -> None:
+    node.revive(hdr[1])               # that proc was respawned: calls reach it again
+
+
+def _ignore(node, hdr, data, extras) -> None:
+    pass
+
+
+# kind -> handler(node, header, payload, extra frames); run in the node's pump.
+CONTROLLER_HANDLERS = {
+    SPAWN: handle_spawn,                        # actors of this_proc()
+    LOG: logs.handle_log,                       # workers' output
+    SUPERVISE: failures.handle_supervise,       # an actor the client owns failed
+    SEEN: failures.handle_seen,                 # a caller saw an actor's failure
+    HEARTBEAT_ACK: heartbeat.handle_ack,
+    MESH_CTL: handle_mesh_ctl,                  # remote views and workers ask
+    CC_ENSURE: controllers.handle_ensure,       # get_or_spawn_controller's registry
+}
+
+WORKER_HANDLERS = {
+    SPAWN: handle_spawn,
+    CAST: cast_tree.forward,                    # calls down the cast tree
+    HB_TREE: heartbeat_tree.forward,
+    SPAWN_TREE: functools.partial(spawn_tree.forward, handle_spawn=handle_spawn),
+    STOP_TREE: functools.partial(stop_tree.forward, stop=stop_proc),
+    STOP: stop_proc,
+    HEARTBEAT: heartbeat.handle_heartbeat,
+    REVIVE: _revive,
+    SEEN: _ignore,                              # only the controller keeps sightings
+    MESH_CTL: handle_mesh_ctl,                  # a worker owns the meshes it started
+}
+
+
+def _module_of(fn) -> str:
+    return (fn.func if isinstance(fn, functools.partial) else fn).__module__
+
+
+# Imported by the fork server before any fork, so that no worker spends its start
+# importing (4 workers importing at once on 2 cores took about 20 ms of a cold start).
+WORKER_MODULES = tuple(sorted({_module_of(fn) for fn in WORKER_HANDLERS.values()} | {
+    __name__, "monarch_cy.actor", "monarch_cy._actor.base.client_faults",
+    "monarch_cy._actor.host.proc_setup", "monarch_cy._actor.launch.proc_bind",
+    "monarch_cy._actor.cast.reduce", "monarch_cy._transport.auth",
+    "monarch_cy._transport.node", "monarch_cy._transport.protocol",
+    "monarch_cy._transport.shm", "monarch_cy._transport.wire",
+    "monarch_cy._transport.alarm"}))
+
+
+def make_controller_node(host: str | None = None, secret: bytes | None = None) -> Node:
+    """The controller's node; ``host``: bind TCP on that address (reachable from other
+    machines, see monarch_cy._hosts), on two ports from ``listen_port``; ``secret``:
+    the job secret (default: random)."""
+    if host is not None:        # before anything is made: a full port range raises
+        addr, daddr = (f"tcp://{host}:{listen_port(host)}" for _ in range(2))
+    rundir = make_rundir()
+    keys = JobKeys(secret)
+    if host is None and transport() == "tcp":
+        addr, daddr = (f"tcp://127.0.0.1:{listen_port('127.0.0.1')}" for _ in range(2))
+    elif host is None:
+        scheme = "ipc" if transport() == "ipc" else "unix"
+        addr, daddr = f"{scheme}://{rundir}/c", f"{scheme}://{rundir}/cd"
+    node = Node(addr, keys, rundir=rundir, is_controller=True, direct_addr=daddr,
+                remote_error=ActorError)
+    _state.set_log_sink(logs.LogSink(node))
+    node.handlers.update(CONTROLLER_HANDLERS)
+    node.start_io_thread()
+    atexit.register(_shutdown, node)
+    return node
+
+
+def _shutdown(node) -> None:
+    try:
+        if _state.LIVE_PROCS or client_faults.has_pending():
+            client_faults.flush_at_exit()     # failures nobody handled yet: hook now
+        stop_all(grace=2.0)
+    finally:
+        try:
+            node.close()
+        finally:
+            shutil.rmtree(node.rundir, ignore_errors=True)
+
+
+def install_worker(node, cfg: dict) -> None:
+    """A worker's node is ready: its handlers, the named-controller registry's
+    address, its output forwarded to the controller, and its exit when the
+    controller's process ends."""
+    node.controller_addr = cfg["controller"]
+    node.handlers.update(WORKER_HANDLERS)
+    controllers.set_address(cfg.get("cc_addr"))
+    logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
+    node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))

@@ -1,0 +1,114 @@
+"""``spawn_procs(bootstrap=fn)`` (monarch_cy._actor.host.proc_setup): runs in every proc
+before its actors, again after a respawn; its failure is reported, never lost."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import monarch_cy.actor as api
+from monarch_cy.actor import Actor, SupervisionError, endpoint, this_host
+
+
+class Reads(Actor):
+    def __init__(self):
+        self.at_init = os.environ.get("SET_BY_SETUP")       # what __init__ saw
+
+    @endpoint
+    def seen(self):
+        return self.at_init
+
+    @endpoint
+    def die(self):
+        os._exit(5)
+
+
+def slow_setup():
+    time.sleep(0.5)                 # actors spawned meanwhile must wait for it
+    from monarch_cy.actor import current_rank
+    os.environ["SET_BY_SETUP"] = f"rank{current_rank().rank}-pid{os.getpid()}"
+
+
+async def async_setup():
+    import asyncio
+    await asyncio.sleep(0.05)
+    os.environ["SET_BY_SETUP"] = "async"
+
+
+def test_setup_runs_before_any_actor_and_after_a_respawn(monkeypatch):
+    faults = []
+    monkeypatch.setattr(api, "unhandled_fault_hook", faults.append)
+    pm = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=slow_setup)
+    try:
+        m = pm.spawn("reads", Reads)            # not waiting for initialized first
+        seen = list(m.seen.call().get(30).values())
+        assert [s.split("-")[0] for s in seen] == ["rank0", "rank1"]
+        assert pm.initialized.get(10) is True
+        with pytest.raises(SupervisionError):
+            m.slice(gpus=1).die.call_one().get(10)
+        pm.respawn([1]).get(60)
+        again = list(m.seen.call().get(30).values())
+        assert again[0] == seen[0] and again[1].startswith("rank1-")
+        assert again[1] != seen[1]                   # ran again, in the new process
+    finally:
+        pm.stop().get(10)
+
+
+def test_async_setup_and_lambdas():
+    pm = this_host().spawn_procs({"gpus": 1}, async_setup)
+    try:
+        assert pm.spawn("reads", Reads).seen.call_one().get(30) == "async"
+    finally:
+        pm.stop().get(10)
+    pm = this_host().spawn_procs({"gpus": 1},
+                                 lambda: os.environ.__setitem__("SET_BY_SETUP", "lambda"))
+    try:
+        assert pm.spawn("reads", Reads).seen.call_one().get(30) == "lambda"
+        assert pm.initialized.get(10) is True
+    finally:
+        pm.stop().get(10)
+
+
+def failing_setup():
+    raise RuntimeError("no dataset here")
+
+
+def test_a_failing_setup_is_reported_and_fails_later_actors(monkeypatch):
+    faults = []
+    monkeypatch.setattr(api, "unhandled_fault_hook", faults.append)
+    pm = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=failing_setup)
+    try:
+        with pytest.raises(Exception, match="no dataset here"):
+            pm.initialized.get(30)
+        with pytest.raises(Exception, match=r"bootstrap.*failed: RuntimeError: no dataset here"):
+            pm.spawn("reads", Reads).seen.call().get(30)
+    finally:
+        pm.stop().get(10)
+
+
+def test_a_failing_setup_nobody_looks_at_reaches_the_fault_hook(monkeypatch):
+    faults = []
+    monkeypatch.setattr(api, "unhandled_fault_hook", faults.append)
+    pm = this_host().spawn_procs(per_host={"gpus": 1}, bootstrap=failing_setup)
+    try:
+        deadline = time.monotonic() + 20
+        while not faults and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert faults and "no dataset here" in faults[0].report()
+    finally:
+        pm.stop().get(10)
+
+
+def test_bad_setup_is_refused():
+    with pytest.raises(TypeError, match="bootstrap must be a callable"):
+        this_host().spawn_procs(per_host={"gpus": 1}, bootstrap="setup.sh")
+
+
+def test_no_setup_means_initialized_at_once():
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        assert pm.initialized.get(0.1) is True
+    finally:
+        pm.stop().get(10)
