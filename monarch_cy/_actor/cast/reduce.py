@@ -27,7 +27,6 @@ associative and commutative and ``identity`` must be its identity.
 from __future__ import annotations
 
 import pickle
-import traceback
 
 from monarch_cy._transport.protocol import REPLY, REPLY_PARTIAL, buf, pack
 
@@ -115,6 +114,7 @@ class ReduceRelay:
         self._check()
 
     def _fail(self, rank, e) -> None:
+        import traceback  # deferred: import time (traceback costs ~4 ms; folds rarely fail)
         self.broken = True
         err = self.node.remote_error(
             e, f"folding replies of {self.method} on the way back failed: "

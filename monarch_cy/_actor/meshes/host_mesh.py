@@ -20,15 +20,9 @@ from monarch_cy._checks import check_timeout
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
 from monarch_cy._actor.base.shape import Extent, MeshTrait, Shape
-from monarch_cy._actor.host import proc_setup
-from monarch_cy._actor.launch import proc_bind as binding
-from monarch_cy._actor.launch.visible_gpus import check_enough
-from monarch_cy._actor.meshes import heartbeat
 from monarch_cy._actor.meshes.controllers import cc_address
-from monarch_cy._actor.meshes.failures import on_exit, on_silent
 from monarch_cy._actor.meshes.proc_mesh import ProcMesh
 from monarch_cy._actor.meshes.proc_state import _Proc, _State
-from monarch_cy._actor.meshes.remote_ops import spawn_procs_remote
 from monarch_cy._actor.meshes.restart_policy import RestartPolicy
 from monarch_cy._transport.current import current_node
 
@@ -97,9 +91,15 @@ class HostMesh(MeshTrait):
                 from monarch_cy._actor.launch.launcher import prestart
                 prestart()   # the fork server boots while this process makes its node
         node = _state.get_node()
-        # deferred: import time (the launcher loads when procs first start)
+        # deferred: import time (launching and supervising load when procs first start)
+        from monarch_cy._actor.host import proc_setup
+        from monarch_cy._actor.launch import proc_bind as binding
         from monarch_cy._actor.launch.launcher import arm_exit
         from monarch_cy._actor.launch.proc_start import ProcStarts
+        from monarch_cy._actor.launch.visible_gpus import check_enough
+        from monarch_cy._actor.meshes import heartbeat
+        from monarch_cy._actor.meshes.failures import on_exit, on_silent
+        from monarch_cy._actor.meshes.remote_ops import spawn_procs_remote
         if not node.is_controller and self._hosts is None:
             return spawn_procs_remote(self._shape, dict(
                 per_host=per_host, bootstrap=bootstrap, name=name, proc_bind=proc_bind,

@@ -16,7 +16,6 @@ import threading
 
 from monarch_cy._checks import check_timeout
 from monarch_cy._actor.base.future import Future
-from monarch_cy._actor.meshes.proc_stop import stop_all
 from monarch_cy._transport.current import current_node
 
 __all__ = ["shutdown_context"]
@@ -42,6 +41,8 @@ def shutdown_context(host_timeout: float | None = None):
     def run():
         try:
             if current_node() is not None:
+                # deferred: import time (stopping loads with the runtime)
+                from monarch_cy._actor.meshes.proc_stop import stop_all
                 stop_all(grace=grace)
         except BaseException as e:  # noqa: BLE001 - delivered to the caller
             fut._set_exception(e)

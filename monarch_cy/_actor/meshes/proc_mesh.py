@@ -43,13 +43,8 @@ from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import MeshTrait, Shape
-from monarch_cy._actor.cast import spawn as spawn_tree
 from monarch_cy._actor.cast.tree import use_tree
-from monarch_cy._actor.host.proc_setup import initialized
-from monarch_cy._actor.meshes import failures, respawn
 from monarch_cy._actor.meshes.proc_state import _MeshRecord, _Proc, _State
-from monarch_cy._actor.meshes.proc_stop import stop_procs
-from monarch_cy._actor.meshes.remote_ops import stop_remote
 from monarch_cy._actor.model.actor import ActorMesh, check_actor_class, context
 from monarch_cy._transport.protocol import SPAWN, pack
 
@@ -124,6 +119,7 @@ class ProcMesh(MeshTrait):
             addrs.append(addr)
             where[p.rank] = (addr, i)
         if use_tree(node, len(procs)):            # a few messages, not one per proc
+            from monarch_cy._actor.cast import spawn as spawn_tree  # deferred: import time
             spawn_tree.send(node, procs, name, addrs, ext, owner, data, extras)
         else:
             for i, p in enumerate(procs):
@@ -144,6 +140,7 @@ class ProcMesh(MeshTrait):
         setup = self._state.setup
         if setup is None:
             return Future._resolved(True)
+        from monarch_cy._actor.host.proc_setup import initialized  # deferred: import time
         return initialized(setup)
 
     def logging_option(self, stream_to_client: bool = True,
@@ -185,6 +182,8 @@ class ProcMesh(MeshTrait):
         processed: an actor failure seen by a caller as ``SupervisionError`` can
         precede the report that marks its rank failed by a moment.
         """
+        # deferred: import time (failure handling loads with the runtime)
+        from monarch_cy._actor.meshes import failures, respawn
         return respawn.respawn(self, ranks, failures.on_exit)
 
     def stop(self) -> Future:
@@ -196,6 +195,9 @@ class ProcMesh(MeshTrait):
         stop past the SIGKILL grace).  Idempotent.
         """
         st = self._state
+        # deferred: import time (stopping loads with the runtime)
+        from monarch_cy._actor.meshes.proc_stop import stop_procs
+        from monarch_cy._actor.meshes.remote_ops import stop_remote
         if st.owner is not None:
             return stop_remote(st)
         return stop_procs(get_node(), st)
