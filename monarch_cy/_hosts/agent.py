@@ -77,7 +77,8 @@ class Agent:
     def __init__(self, secret: bytes, *, listen: str | None = None,
                  connect: str | None = None, ports=P.DEFAULT_PROC_PORTS,
                  advertise: str | None = None, rank: int | None = None,
-                 once: bool = False, connect_timeout: float = 60.0) -> None:
+                 once: bool = False, connect_timeout: float = 60.0,
+                 owner_pid: int | None = None) -> None:
         import zmq
         from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
         if (listen is None) == (connect is None):
@@ -90,15 +91,21 @@ class Agent:
         self.rank = rank
         self.once = once
         self.connect_timeout = connect_timeout
+        self.owner_pid = owner_pid   # exit when this parent is gone (None: never)
         self.ctx = zmq.Context()
         self.zap = self.ctx.socket(zmq.REP)
         self.zap.bind(ZAP_ENDPOINT)
         if listen:
-            P.parse_tcp(listen, "--listen address")
+            host, port = _parse_listen(listen)
             self.sock = self.ctx.socket(zmq.ROUTER)
             self.keys.server(self.sock)
             self.mon = P.Monitor(self.sock, listen, server=True)
-            self.sock.bind(listen)
+            if port == 0:            # any free port: the bound address is reported
+                self.sock.bind(f"tcp://{host}:*")
+                listen = self.listen = \
+                    self.sock.getsockopt_string(zmq.LAST_ENDPOINT).replace("0.0.0.0", host)
+            else:
+                self.sock.bind(listen)
         else:
             host, _ = P.parse_tcp(connect, "--connect address")
             self.sock = self.ctx.socket(zmq.DEALER)
@@ -302,6 +309,10 @@ class Agent:
                 return 3
             if self.once and self.served and not self.ctls and not self.handles:
                 return 0
+            if self.owner_pid is not None and os.getppid() != self.owner_pid:
+                log.info("the process that started this agent (pid %d) is gone; "
+                         "stopping", self.owner_pid)
+                return 0
 
     def _drain(self) -> None:
         zmq = self.zmq
@@ -361,6 +372,24 @@ def _unreachable(addrs, timeout: float) -> str:
     return ""
 
 
+def _parse_listen(addr: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``--listen`` address; port 0 (``tcp://host:0``) asks for
+    any free port."""
+    if isinstance(addr, str) and addr.startswith("tcp://") and addr.endswith(":0"):
+        host = addr[6:-2].strip("[]")
+        if host:
+            return host, 0
+    return P.parse_tcp(addr, "--listen address")
+
+
+def write_address(path: str, addr: str) -> None:
+    """Write ``addr`` to ``path`` atomically (a reader sees all of it or nothing)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(addr + "\n")
+    os.replace(tmp, path)
+
+
 def _free_ports(ip: str, ports) -> list[int]:
     """The ports of ``ports`` (inclusive range) that can be bound on ``ip`` now."""
     lo, hi = ports
@@ -417,6 +446,10 @@ def main(argv=None) -> int:
                     help="exit when the first controller is gone")
     ap.add_argument("--connect-timeout", type=float, default=60.0, metavar="S",
                     help="with --connect: give up after S seconds without an answer")
+    ap.add_argument("--address-file", metavar="PATH", help="with --listen: write the "
+                    "bound address here once listening (tcp://HOST:0 picks a free port)")
+    ap.add_argument("--owner-pid", type=int, metavar="PID", help="exit when this agent's "
+                    "parent, PID, is gone (SIGUSR1 stops watching it)")
     ap.add_argument("--log-level", default="INFO")
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), stream=sys.stderr,
@@ -425,10 +458,16 @@ def main(argv=None) -> int:
         secret = load_secret(a.secret_file)
         agent = Agent(secret, listen=a.listen, connect=a.connect, ports=a.ports,
                       advertise=a.advertise, rank=a.rank, once=a.once,
-                      connect_timeout=a.connect_timeout)
+                      connect_timeout=a.connect_timeout, owner_pid=a.owner_pid)
     except ValueError as e:
         log.error("%s", e)
         return 2
+
+    def on_detach(signum, frame):
+        agent.owner_pid = None
+    signal.signal(signal.SIGUSR1, on_detach)
+    if a.address_file and agent.listen:
+        write_address(a.address_file, agent.listen)
 
     def on_signal(signum, frame):
         raise SystemExit(128 + signum)

@@ -4,14 +4,35 @@ A job is declarative: construct it with the meshes you want (name -> number of
 hosts), ``apply()`` asks the scheduler for them, ``state()`` waits until their
 agents are up and returns a :class:`JobState` whose attributes are ``HostMesh``es,
 ``kill()`` gives the hosts back.  The controller's exit (normal or not) ends the
-job too: see each job type.
+job too, unless the job was cached for later controllers: see each job type.
+
+:class:`JobTrait` carries Monarch's generic life cycle, which job types built on
+``_create`` / ``_state`` / ``_kill`` / ``can_run`` inherit (``ProcessJob``,
+``LocalJob``, the SPMD jobs): ``apply(client_script=None)`` creates the job once;
+``state(cached_path=DEFAULT_JOB_PATH)`` returns the running job's meshes, else
+re-attaches to a job cached at ``cached_path`` that ``can_run`` this specification
+(a cached job that cannot is killed and its file removed), else applies this job
+and caches it there; ``kill()`` ends it; ``active`` says whether it runs;
+``dump(path)`` / ``dumps()`` write the cache (:mod:`.job_cache`: JSON, not pickle).
+``SlurmJob`` and ``KubernetesJob`` keep their own ``apply/state/kill``.
 """
 
 from __future__ import annotations
 
+import os
+
 from monarch_cy._checks import is_int
 
-__all__ = ["JobState", "JobTrait", "split_meshes", "check_meshes"]
+__all__ = ["JobState", "JobTrait", "split_meshes", "check_meshes", "DEFAULT_JOB_PATH"]
+
+DEFAULT_JOB_PATH = ".monarch/job_state.pkl"
+
+
+class _CachedRunning:
+    """``_status`` of a spec whose job runs as another (loaded) job object."""
+
+    def __init__(self, job) -> None:
+        self.job = job
 
 
 class JobState:
@@ -38,16 +59,141 @@ class JobState:
 
 
 class JobTrait:
-    """What every job type offers: ``apply()``, ``state()``, ``kill()``, ``with``."""
+    """What every job type offers: ``apply()``, ``state()``, ``kill()``, ``active``,
+    ``can_run()``, ``dump()``/``dumps()``, ``with`` (module docstring)."""
 
-    def apply(self) -> None:
-        raise NotImplementedError
+    _status = "not_running"          # "running" | "not_running" | _CachedRunning
+    _job_state = None                # the JobState handed out, once connected
 
-    def state(self) -> JobState:
-        raise NotImplementedError
+    # -- what a job type provides ---------------------------------------------
+    def _create(self, client_script: str | None) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement apply()")
+
+    def _state(self) -> JobState:
+        raise NotImplementedError(f"{type(self).__name__} does not implement state()")
+
+    def _kill(self) -> None:
+        pass
+
+    def can_run(self, spec: "JobTrait") -> bool:
+        """Whether this (running) job can serve ``spec`` instead of a new one: how a
+        cached job is chosen for re-attaching.  Default: never."""
+        return False
+
+    def _cache_state(self) -> dict:
+        raise TypeError(f"a {type(self).__name__} cannot be dumped to a job cache")
+
+    def _on_dumped(self) -> None:
+        """Called after the job was written to a cache: it must outlive this
+        controller from now on."""
+
+    # -- life cycle (Monarch's JobTrait) ---------------------------------------
+    @property
+    def _running(self):
+        st = self._status
+        if st == "running":
+            return self
+        if isinstance(st, _CachedRunning):
+            return st.job
+        return None
+
+    @property
+    def active(self) -> bool:
+        """True while this job (or the cached job it re-attached to) runs."""
+        return self._running is not None
+
+    def apply(self, client_script: str | None = None) -> None:
+        """Create the job as specified; a no-op when it already runs.
+        ``client_script``: run that script as the job's client (job types that
+        support batch mode; the others raise ``RuntimeError``)."""
+        if self._running is None:
+            self._create(client_script)
+            self._status = "running"
+
+    def state(self, cached_path: str | None = DEFAULT_JOB_PATH) -> JobState:
+        """The job's host meshes by name (module docstring for ``cached_path``)."""
+        if cached_path is not None:
+            if not isinstance(cached_path, (str, os.PathLike)):
+                raise TypeError(f"cached_path must be a path (str) or None, not "
+                                f"{cached_path!r}")
+            cached_path = os.fspath(cached_path)
+        running = self._running
+        if running is not None:
+            if self._job_state is None:
+                self._job_state = running._state()
+            return self._job_state
+        cached = self._load_cached(cached_path)
+        if cached is not None:
+            self._status = _CachedRunning(cached)
+            try:
+                self._job_state = cached._state()
+            except BaseException:
+                self._status = "not_running"     # the cached job is left running
+                raise
+            return self._job_state
+        self.apply()
+        try:
+            st = self._state()
+            if cached_path is not None:
+                self.dump(cached_path)
+        except BaseException:
+            self.kill()
+            raise
+        self._job_state = st
+        return st
+
+    def _load_cached(self, path: str | None):
+        if path is None:
+            return None
+        from monarch_cy._hosts import job_cache
+        job = job_cache.load_if_present(path)
+        if job is None:
+            return None
+        running = job._running
+        if running is None:
+            return None
+        if not running.can_run(self):
+            from monarch_cy._hosts.protocol import log
+            log.warning("the job cached in %s cannot run this job; ending it and "
+                        "removing the file", path)
+            try:
+                running._kill()
+            except Exception as e:                   # best effort, as Monarch
+                log.warning("ending the cached job in %s failed: %s", path, e)
+            job_cache.remove(path)
+            return None
+        return job
 
     def kill(self) -> None:
-        raise NotImplementedError
+        """End the job (or the cached job this spec re-attached to); idempotent."""
+        running = self._running
+        self._status = "not_running"
+        self._job_state = None
+        if running is not None:
+            running._status = "not_running"
+            running._job_state = None
+            running._kill()
+
+    def dumps(self) -> bytes:
+        """This job's cache document (JSON bytes; :func:`job_loads` reads it)."""
+        from monarch_cy._hosts import job_cache
+        data = job_cache.encode(self)
+        self._on_dumped()
+        return data
+
+    def dump(self, filename: str) -> None:
+        """Write :meth:`dumps` to ``filename`` (mode 0600, atomically; a symlink there
+        is followed, as Monarch's ``dump`` does)."""
+        from monarch_cy._hosts import job_cache
+        job_cache.write(filename, job_cache.encode(self))
+        self._on_dumped()
+
+    def __reduce_ex__(self, protocol):
+        # a cacheable job pickles as its JSON cache document (no object graph)
+        if type(self)._cache_state is JobTrait._cache_state:
+            return super().__reduce_ex__(protocol)
+        from monarch_cy._hosts.job_cache import job_loads
+        return (job_loads, (self.dumps(),))
 
     def __enter__(self):
         self.apply()

@@ -100,7 +100,15 @@ class KubernetesJob(JobTrait):
             self._state = split_meshes(self.meshes, hosts)
         return self._state
 
+    @property
+    def active(self) -> bool:
+        """True from ``apply()`` until ``kill()``."""
+        return self._dialin is not None and not self._killed
+
+    _killed = False
+
     def kill(self) -> None:
+        self._killed = True
         from monarch_cy._hosts import attach
         if attach._hub is not None:
             from monarch_cy._hosts import protocol as P

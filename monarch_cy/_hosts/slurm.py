@@ -107,6 +107,11 @@ class SlurmJob(SlurmSpec, JobTrait):
     _last_poll = 0.0
     _ended = False
 
+    @property
+    def active(self) -> bool:
+        """True from ``apply()`` (or a re-attach) until ``kill()``."""
+        return self.job_id is not None and not self._ended
+
     # -- submission ----------------------------------------------------------
     def _controller_ip(self) -> str:
         from monarch_cy._hosts import attach
