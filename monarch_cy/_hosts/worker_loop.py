@@ -27,6 +27,8 @@ lost.  Monarch's arguments:
   Monarch 0.7.0 (``NotImplementedError`` otherwise); monarch_cy authenticates
   controllers with the job secret instead (``secret=``, else
   ``MONARCH_CY_JOB_SECRET_FILE`` / ``MONARCH_CY_JOB_SECRET``).
+* monarch_cy's own ``ports=(first, last)``: the ports the procs bind (default
+  26601-27600, as for agents); give each worker loop on one machine its own range.
 
 ``run_worker_loop_forever`` serves controller after controller and returns only
 when the process is signalled (``SIGTERM``/``SIGINT``: its procs are killed, then
@@ -82,13 +84,19 @@ def _check_tls(private_key, ca) -> None:
             "(MONARCH_CY_JOB_SECRET_FILE / MONARCH_CY_JOB_SECRET)")
 
 
-def _make_agent(address, private_key, ca, secret, once: bool):
+def _make_agent(address, private_key, ca, secret, once: bool, ports):
     _check_tls(private_key, ca)
     listen, advertise = parse_worker_address(address)
+    from monarch_cy._hosts import protocol as P
     from monarch_cy._hosts.agent import Agent
     from monarch_cy._transport.secret import load_secret
+    if ports is None:
+        ports = P.DEFAULT_PROC_PORTS
+    elif (not isinstance(ports, tuple) or len(ports) != 2 or
+          not all(isinstance(p, int) for p in ports) or not 0 < ports[0] <= ports[1] < 65536):
+        raise ValueError(f"ports must be a (first, last) tuple of ports, not {ports!r}")
     return Agent(secret if secret is not None else load_secret(), listen=listen,
-                 advertise=advertise, once=once)
+                 advertise=advertise, once=once, ports=ports)
 
 
 def _run(agent) -> None:
@@ -111,22 +119,22 @@ def _run(agent) -> None:
 
 
 def run_worker_loop_forever(*, private_key=None, ca, address: str,
-                            secret: bytes | None = None) -> None:
+                            secret: bytes | None = None, ports=None) -> None:
     """Serve controllers on ``address`` until this process is signalled."""
-    _run(_make_agent(address, private_key, ca, secret, once=False))
+    _run(_make_agent(address, private_key, ca, secret, False, ports))
 
 
 def run_worker_loop_until_shutdown(*, private_key=None, ca, address: str,
-                                   secret: bytes | None = None) -> None:
+                                   secret: bytes | None = None, ports=None) -> None:
     """Serve the first controller that attaches; return once it is gone."""
-    _run(_make_agent(address, private_key, ca, secret, once=True))
+    _run(_make_agent(address, private_key, ca, secret, True, ports))
 
 
 def start_worker_loop_forever(*, private_key=None, ca, address: str,
-                              secret: bytes | None = None):
+                              secret: bytes | None = None, ports=None):
     """Start the forever loop in a background thread; a ``Future[None]`` of it."""
     from monarch_cy._actor.base.future import Future
-    agent = _make_agent(address, private_key, ca, secret, once=False)
+    agent = _make_agent(address, private_key, ca, secret, False, ports)
     fut = Future._make(None)
 
     def loop():

@@ -55,12 +55,19 @@ __all__ = [
     "default_bootstrap_cmd",
     "endpoint",
     "get_or_spawn_controller",
+    "run_worker_loop_forever",
+    "run_worker_loop_until_shutdown",
     "send",
     "shutdown_context",
+    "start_worker_loop_forever",
     "this_host",
     "this_proc",
     "unhandled_fault_hook",
 ]
+
+
+_WORKER_LOOPS = ("run_worker_loop_forever", "run_worker_loop_until_shutdown",
+                 "start_worker_loop_forever")
 
 
 def __getattr__(name: str):
@@ -68,6 +75,10 @@ def __getattr__(name: str):
         from monarch_cy._hosts.attach import attach_to_workers
         globals()[name] = attach_to_workers
         return attach_to_workers
+    if name in _WORKER_LOOPS:                  # worker loops, on first use
+        from monarch_cy._hosts import worker_loop
+        globals()[name] = fn = getattr(worker_loop, name)
+        return fn
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

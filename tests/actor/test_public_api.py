@@ -11,6 +11,8 @@ EXPECTED = {
     "MeshFailure", "RestartPolicy", "unhandled_fault_hook", "attach_to_workers",
     "concurrent_endpoint", "current_actor_name", "get_or_spawn_controller", "send",
     "shutdown_context", "BootstrapCommand", "default_bootstrap_cmd",
+    "run_worker_loop_forever", "run_worker_loop_until_shutdown",
+    "start_worker_loop_forever",
 }
 
 

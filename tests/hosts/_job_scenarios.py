@@ -151,6 +151,15 @@ def store_job(a):
     return {"procs": _use(st.w), "keys": sorted(store)}
 
 
+def spmd_serve(a):
+    """serve(torchrun command, scheduler='local_cwd').run_spmd()."""
+    from monarch_cy.job.spmd import serve
+    job = serve(["torchrun", "--nproc-per-node=2", "--standalone", a["script"], "x"],
+                scheduler="local_cwd")
+    job.run_spmd()
+    return {"workers": job.state(cached_path=None).workers is not None}
+
+
 if __name__ == "__main__":
     name, args = sys.argv[1], json.loads(sys.argv[2])
     res = globals()[name](args)
