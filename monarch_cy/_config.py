@@ -16,6 +16,12 @@ Rules, the same for every variable:
   e.g. ``MONARCH_CY_HOST_TIMEOUT='abc' must be a positive number of seconds``.
   The job secret is never quoted (:mod:`monarch_cy._transport.secret` checks it and
   names only where it came from).
+* **Runtime overrides win over the environment.**  :func:`set_override` gives a
+  variable a value for this process only (checked when set, then read like an
+  environment value); :func:`clear_override` removes it.  Overrides do not reach
+  the processes this one starts (they inherit the environment), as Monarch's
+  runtime configuration layer does not; ``monarch.config.configure`` under
+  :mod:`monarch_cy.compat` sets them (:mod:`monarch_cy._config_api`).
 
 Types: ``text`` (a path, an address, a name), ``secret`` (text, never echoed),
 ``flag`` (``0`` or ``1``), a choice (``unix``, ``ipc`` or ``tcp``...), ``int``
@@ -35,7 +41,8 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["Var", "VARIABLES", "get", "declared", "markdown_table"]
+__all__ = ["Var", "VARIABLES", "get", "declared", "markdown_table", "set_override",
+           "clear_override", "overrides"]
 
 USER, INTERNAL, TESTS = "user", "internal", "tests"
 
@@ -64,8 +71,12 @@ class Var:
         return f"Var({self.name!r}, {self.kind!r}, default={self.default!r})"
 
     def read(self, environ=None):
-        """The value now: parsed, or :attr:`default` when unset or blank."""
-        raw = (os.environ if environ is None else environ).get(self.name)
+        """The value now: parsed, or :attr:`default` when unset or blank.  Without
+        ``environ``, a runtime override (:func:`set_override`) wins over
+        ``os.environ``."""
+        raw = None if environ is not None else _OVERRIDES.get(self.name)
+        if raw is None:
+            raw = (os.environ if environ is None else environ).get(self.name)
         if raw is None or not raw.strip():
             return self.default
         return _PARSERS[self.kind](self, raw)
@@ -296,6 +307,36 @@ del _V
 
 def declared(name: str) -> bool:
     return name in VARIABLES
+
+
+# -- runtime overrides: this process only, consulted before os.environ ---------------
+
+_OVERRIDES: dict[str, str] = {}
+
+
+def set_override(name: str, raw: str) -> None:
+    """Give declared variable ``name`` the value ``raw`` (text, as in the environment)
+    in this process, winning over ``os.environ``.  ``raw`` is parsed first: a bad
+    value raises ``ValueError`` naming the variable and nothing changes.  ``KeyError``
+    for an undeclared name."""
+    var = VARIABLES[name]
+    raw = str(raw)
+    if raw.strip():
+        _PARSERS[var.kind](var, raw)
+    _OVERRIDES[name] = raw
+
+
+def clear_override(name: str | None = None) -> None:
+    """Remove the override of ``name`` (every override when None)."""
+    if name is None:
+        _OVERRIDES.clear()
+    else:
+        _OVERRIDES.pop(name, None)
+
+
+def overrides() -> dict:
+    """The overrides in effect: ``{variable: raw value}`` (a copy)."""
+    return dict(_OVERRIDES)
 
 
 def get(name: str, environ=None):

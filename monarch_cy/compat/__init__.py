@@ -3,15 +3,19 @@
 :func:`install` puts an import finder first on :data:`sys.meta_path` that makes
 Monarch's public modules resolve to monarch_cy's own module objects::
 
-    monarch          -> monarch_cy.compat._monarch   (a small package: docs, lazy names)
-    monarch.actor    -> monarch_cy.actor
-    monarch.rdma     -> monarch_cy.rdma
-    monarch.job      -> monarch_cy.job
-    monarch.spmd     -> monarch_cy.spmd
+    monarch               -> monarch_cy.compat._monarch   (a small package: lazy names)
+    monarch.actor         -> monarch_cy.actor
+    monarch.rdma          -> monarch_cy.rdma
+    monarch.job           -> monarch_cy.job   (.kubernetes, .spmd: its names)
+    monarch.spmd          -> monarch_cy.spmd
+    monarch.config        -> monarch_cy.config
+    monarch.tools.network -> monarch_cy.compat._network
 
-so ``monarch.actor.Actor is monarch_cy.actor.Actor``.  Every other ``monarch.*``
-module (``monarch._src...``, ``monarch.tensor_engine``...) raises
-``ModuleNotFoundError`` saying that monarch_cy provides only these.
+so ``monarch.actor.Actor is monarch_cy.actor.Actor``, and makes the private paths
+that Monarch's examples and libraries import (``monarch._src.actor.actor_mesh``...)
+modules holding monarch_cy's equivalents (the table is :mod:`._paths`).  Every other
+``monarch.*`` module raises ``ModuleNotFoundError`` naming it and pointing to
+``docs/monarch-compat.md``.
 
 It refuses (``RuntimeError``) when the real Monarch (the ``torchmonarch``
 distribution, or some other importable ``monarch`` package) is installed, unless
@@ -39,13 +43,16 @@ import threading
 __all__ = ["install", "installed", "uninstall", "real_monarch", "PUBLIC_MODULES",
            "CompatFinder"]
 
-#: Monarch module name -> the monarch_cy module it resolves to.
+#: Monarch's public module name -> the monarch_cy module it resolves to.  Every
+#: path resolved (private ones included) is in :mod:`._paths`.
 PUBLIC_MODULES = {
     "monarch": "monarch_cy.compat._monarch",
     "monarch.actor": "monarch_cy.actor",
     "monarch.rdma": "monarch_cy.rdma",
     "monarch.job": "monarch_cy.job",
     "monarch.spmd": "monarch_cy.spmd",
+    "monarch.config": "monarch_cy.config",
+    "monarch.tools.network": "monarch_cy.compat._network",
 }
 
 #: Names of distributions of the real Monarch.
@@ -53,15 +60,6 @@ REAL_DISTRIBUTIONS = ("torchmonarch", "torchmonarch-nightly")
 
 _lock = threading.RLock()
 _finder = None          # the installed CompatFinder, or None
-
-
-def _not_provided(fullname: str) -> ModuleNotFoundError:
-    public = ", ".join(PUBLIC_MODULES)
-    return ModuleNotFoundError(
-        f"No module named {fullname!r}: monarch_cy's Monarch compatibility layer "
-        f"provides only Monarch's public modules ({public}); {fullname} is not one of "
-        "them (private modules such as monarch._src and the tensor engine are not "
-        "implemented)", name=fullname)
 
 
 class _AliasLoader:
@@ -81,11 +79,28 @@ class _AliasLoader:
         return None
 
     def exec_module(self, module) -> None:
+        from monarch_cy.compat import _paths
         real = importlib.import_module(self.target)
         sys.modules[module.__name__] = real
+        _paths.warn_deprecated(module.__name__)
 
     def __repr__(self) -> str:
         return f"<monarch_cy.compat alias loader for {self.target!r}>"
+
+
+class _ShimLoader:
+    """Loads ``monarch.X`` as a module made by :func:`._paths.make_shim`."""
+
+    def create_module(self, spec):
+        from monarch_cy.compat import _paths
+        return _paths.make_shim(spec.name)
+
+    def exec_module(self, module) -> None:
+        from monarch_cy.compat import _paths
+        _paths.warn_deprecated(module.__name__)
+
+    def __repr__(self) -> str:
+        return "<monarch_cy.compat shim loader>"
 
 
 class CompatFinder:
@@ -94,11 +109,15 @@ class CompatFinder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "monarch" and not fullname.startswith("monarch."):
             return None
-        real = PUBLIC_MODULES.get(fullname)
-        if real is None:
-            raise _not_provided(fullname)
-        return importlib.machinery.ModuleSpec(
-            fullname, _AliasLoader(real), is_package=True)
+        from monarch_cy.compat import _paths
+        real = _paths.ALIASES.get(fullname) or _paths.prefer(fullname)
+        if real is not None:
+            loader = _AliasLoader(real)
+        elif fullname in _paths.SHIMS or fullname in _paths.PACKAGES:
+            loader = _ShimLoader()
+        else:
+            raise _paths.not_provided(fullname)
+        return importlib.machinery.ModuleSpec(fullname, loader, is_package=True)
 
     def invalidate_caches(self) -> None:
         pass
@@ -108,6 +127,8 @@ class CompatFinder:
 
 
 def _ours(mod) -> bool:
+    if getattr(mod, "__monarch_cy_compat__", False) is True:
+        return True
     name = getattr(mod, "__name__", "")
     return name == "monarch_cy" or name.startswith("monarch_cy.")
 
@@ -142,8 +163,8 @@ def real_monarch() -> str | None:
 
 
 def install(*, shadow: bool = False) -> None:
-    """Make ``import monarch.actor`` (``.rdma``, ``.job``, ``.spmd``) give monarch_cy's
-    modules.  Idempotent.
+    """Make ``import monarch.actor`` (``.rdma``, ``.job``, ``.spmd``, ``.config``...)
+    give monarch_cy's modules.  Idempotent.
 
     Raises ``RuntimeError`` when the real Monarch is installed in this environment
     (it would be ambiguous which one a program gets), unless ``shadow=True``: then
@@ -184,18 +205,23 @@ def installed() -> bool:
 
 def uninstall() -> None:
     """Undo :func:`install` (for tests): remove the finder and forget the ``monarch``
-    aliases in ``sys.modules``; monarch_cy's own modules stay imported."""
+    aliases in ``sys.modules`` (and the attributes the import system set for them on
+    monarch_cy's modules); monarch_cy's own modules stay imported."""
     global _finder
     with _lock:
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, CompatFinder)]
         _finder = None
-        for name in [n for n in sys.modules if n == "monarch" or n.startswith("monarch.")]:
-            if _ours(sys.modules[name]):
-                del sys.modules[name]
-        shim = sys.modules.get("monarch_cy.compat._monarch")
-        if shim is not None:
-            for sub in ("actor", "rdma", "job", "spmd"):
-                shim.__dict__.pop(sub, None)
+        names = [n for n in sys.modules if (n == "monarch" or n.startswith("monarch."))
+                 and _ours(sys.modules[n])]
+        for name in names:
+            mod = sys.modules[name]
+            parent_name, _, child = name.rpartition(".")
+            parent = sys.modules.get(parent_name) if parent_name else None
+            if (parent is not None and _ours(parent) and parent.__dict__.get(child) is mod
+                    and getattr(mod, "__name__", "") != f"{parent.__name__}.{child}"):
+                del parent.__dict__[child]
+        for name in names:
+            del sys.modules[name]
 
 
 def load_ipython_extension(ipython) -> None:

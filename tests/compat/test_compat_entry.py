@@ -89,8 +89,9 @@ def test_install_again_after_import_keeps_objects(compat):
     assert again is first
 
 
-@pytest.mark.parametrize("name", ["monarch._src.actor.actor_mesh", "monarch.tensor_engine",
-                                  "monarch._rust_bindings", "monarch.job.kubernetes"])
+@pytest.mark.parametrize("name", ["monarch._src.actor.debugger", "monarch.tensor_engine",
+                                  "monarch._rust_bindings.monarch_extension",
+                                  "monarch.job.meta"])
 def test_private_module_clear_error(compat, name):
     compat.install()
     with pytest.raises(ImportError) as ei:
@@ -106,7 +107,7 @@ def test_private_module_clear_error(compat, name):
 def test_from_import_of_private_name_fails(compat):
     compat.install()
     with pytest.raises(ImportError):
-        exec("from monarch._src.actor.actor_mesh import ActorMesh", {})
+        exec("from monarch._src.actor.debugger import debug_controller", {})
     import monarch
     with pytest.raises(AttributeError, match="provides only"):
         monarch.remote  # noqa: B018 - Monarch's tensor engine API
@@ -280,7 +281,8 @@ def test_cli_program_exit_code_and_traceback(tmp_path):
 
 def test_cli_private_import_error_message(tmp_path):
     script = tmp_path / "private.py"
-    script.write_text("from monarch._src.actor.actor_mesh import ActorMesh\n")
+    script.write_text("from monarch._src.actor.debugger import debug_controller\n")
     r = _run(["-m", "monarch_cy.compat", str(script)])
     assert r.returncode == 1
-    assert "ModuleNotFoundError" in r.stderr and "public modules" in r.stderr
+    # a ModuleNotFoundError subclass, named in the traceback
+    assert "ModuleNotProvidedError" in r.stderr and "public modules" in r.stderr
