@@ -6,6 +6,8 @@ The job secret they read lives in :mod:`monarch_cy._transport.secret`.
 * :mod:`.agent` -- the host agent (``python -m monarch_cy._hosts.agent``).
 * :mod:`.link` -- the controller's side: one thread talking to every agent.
 * :mod:`.attach` -- ``attach_to_workers`` and the remote hosts behind a ``HostMesh``.
-* :mod:`.job`, :mod:`.slurm`, :mod:`.kubernetes` -- job types (``monarch_cy.job``).
+* :mod:`.job`, :mod:`.slurm`, :mod:`.kubernetes`, :mod:`.local_jobs`, :mod:`.spmd_job`
+  -- job types (``monarch_cy.job``); :mod:`.job_cache` -- the job cache.
+* :mod:`.worker_loop` -- ``run_worker_loop_forever`` and its kin (``monarch_cy.actor``).
 * :mod:`.netns` -- fake hosts as network namespaces (tests and benchmarks).
 """

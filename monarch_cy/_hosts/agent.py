@@ -10,6 +10,11 @@ Run one per host (``python -m monarch_cy._hosts.agent``, or the console command)
 * ``--connect ADDR``: dial the controller (SLURM, Kubernetes); exits if the
   controller does not answer within ``--connect-timeout`` or refuses the handshake.
 
+``--listen tcp://HOST:0`` picks a free port; ``--address-file PATH`` receives the
+bound address once listening.  ``--owner-pid PID``: exit when the agent's parent is
+no longer PID (``ProcessJob``'s owned agents); ``SIGUSR1`` stops that watch (the job
+was cached and must outlive its controller).
+
 The job secret comes from ``--secret-file`` / ``MONARCH_CY_JOB_SECRET_FILE`` /
 ``MONARCH_CY_JOB_SECRET`` (:mod:`.secret`), never the command line; it is removed
 from the environment the procs get (they receive it through their stdin pipe, as
