@@ -24,7 +24,7 @@ from monarch_cy import _config
 from monarch_cy._collectives._factory import BACKENDS, default_backend, make_group
 from monarch_cy._collectives._group import Group
 from monarch_cy._host_identity import host_id
-from monarch_cy.actor import Actor, current_rank, endpoint
+from monarch_cy.actor import Actor, context, endpoint
 
 __all__ = ["create_group", "create_groups", "group", "group_names", "destroy_group",
            "setup_torch_distributed"]
@@ -79,7 +79,7 @@ class GroupAgent(Actor):
     @endpoint
     def join(self, name: str, backend: str, plan: dict, timeout: float) -> tuple[int, int]:
         """Join the group of this proc's colour in ``plan``; blocks until all members did."""
-        rank, size, color = plan["members"][_point_key(current_rank())]
+        rank, size, color = plan["members"][_point_key(context().actor_instance.rank)]
         with _LOCK:
             if name in _GROUPS:
                 raise ValueError(f"a group named {name!r} already exists in this process")

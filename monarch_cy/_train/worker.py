@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from monarch_cy.actor import Actor, current_rank, current_size, endpoint
+from monarch_cy.actor import Actor, context, endpoint
 
 
 class Trainer(Actor):
@@ -44,7 +44,7 @@ class Trainer(Actor):
     # -- identity and wiring
     @endpoint
     def identity(self) -> dict:
-        return {"rank": current_rank().rank, "pid": os.getpid(), "device": str(self.device),
+        return {"rank": context().actor_instance.rank.rank, "pid": os.getpid(), "device": str(self.device),
                 "params": self.state.numel}
 
     @endpoint
@@ -65,8 +65,9 @@ class Trainer(Actor):
 
         from monarch_cy._train.model import cosine_lr
 
-        rank = current_rank().rank
-        world = math.prod(current_size().values())
+        me = context().actor_instance.rank      # its own rank, whoever called it
+        rank = me.rank
+        world = math.prod(me.extent.sizes)
         if self.state.step != step:
             raise RuntimeError(f"replica is at step {self.state.step}, asked for step {step}")
         t0 = time.perf_counter()

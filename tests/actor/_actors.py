@@ -7,7 +7,8 @@ import logging
 import os
 import sys
 
-from monarch_cy.actor import Actor, current_rank, current_size, endpoint
+from monarch_cy.actor import (Actor, concurrent_endpoint, context, current_rank, current_size,
+                              endpoint)
 
 
 class Echo(Actor):
@@ -26,9 +27,16 @@ class Echo(Actor):
 
     @endpoint
     def whoami(self):
-        r = current_rank()
-        return (self.tag, r.rank, dict(r), current_size(), os.getpid(),
+        """Its own rank in its mesh, whoever called it (and how they sliced it)."""
+        r = context().actor_instance.rank
+        return (self.tag, r.rank, dict(r), dict(r.extent), os.getpid(),
                 os.environ.get("CUDA_VISIBLE_DEVICES"), "torch" in sys.modules)
+
+    @endpoint
+    def message_rank(self):
+        """Monarch's current_rank()/current_size(): where it sits in the caller's slice."""
+        r = current_rank()
+        return r.rank, dict(r), current_size()
 
     @endpoint
     def boom(self, msg="boom"):
@@ -133,6 +141,18 @@ class AsyncEcho(Actor):
     @endpoint
     async def get_inside_loop(self, mesh):
         return mesh.ping.call_one(1).get()
+
+
+class AsyncEchoConcurrent(AsyncEcho):
+    @concurrent_endpoint
+    async def slow(self, tag, delay):
+        await asyncio.sleep(delay)
+        self.log.append(tag)
+        return tag
+
+
+class AsyncEchoInterleaved(AsyncEcho, interleave=True):
+    pass
 
 
 class Recorder(Actor):
@@ -295,7 +315,7 @@ class Gate(Actor):
     def __init__(self) -> None:
         self.opened = asyncio.Event()
 
-    @endpoint
+    @concurrent_endpoint        # waits for another message of its own actor (open)
     async def wait(self) -> str:
         await self.opened.wait()
         return "opened"
@@ -313,7 +333,7 @@ class Poller(Actor):
         self.gate = gate
         self.running = False
 
-    @endpoint
+    @concurrent_endpoint        # loops until another message (stop) gets through
     async def run(self, timeout: float) -> int:
         self.running, timeouts = True, 0
         while self.running:
@@ -432,7 +452,7 @@ class Hanger(Actor):
     def __init__(self):
         self.events = []
 
-    @endpoint
+    @concurrent_endpoint        # never ends: later messages must not queue behind it
     async def hang(self):
         import asyncio
         self.events.append("hang")

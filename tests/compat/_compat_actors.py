@@ -184,7 +184,7 @@ class AsyncLifecycle(Actor):
     def _note(self, what: str) -> None:
         _append(self.path, what)
 
-    @endpoint
+    @concurrent_endpoint        # never ends: later messages must not queue behind it
     async def hang(self) -> None:
         self._note("hang")
         try:

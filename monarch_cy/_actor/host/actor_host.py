@@ -7,18 +7,23 @@ and running the endpoint.  Messages from one sender arrive over one zmq pipe, so
 they are handled in the order sent.
 
 * sync actors (only ``def`` endpoints): one message at a time, in order;
-* async actors (any ``async def``): an asyncio loop on the actor thread reads the
-  socket; each message starts a task in arrival order; ``def`` endpoints of such an
-  actor run inline on the loop.
+* async actors (``async def`` endpoints): an asyncio loop on the actor thread reads
+  the socket and, as in Monarch, still handles one message at a time in arrival
+  order: a plain async endpoint is awaited to its end before the next message (a
+  queue holds what arrives meanwhile); a ``@concurrent_endpoint`` (or every endpoint
+  of an ``Actor`` subclass declared with ``interleave=True``) starts as a task when
+  its turn comes and the next message is taken at once.
 
-An exception in an endpoint called with a reply port is answered with
-:class:`ActorError` (exception when picklable, else its type name and text, plus
-the formatted traceback) and the actor keeps serving.  The actor *fails* instead
-(see :mod:`monarch_cy._actor.base.client_faults`) when ``__init__`` raises, a ``broadcast`` endpoint raises
-(nowhere to reply), an endpoint raises a ``BaseException`` that is not an
-``Exception``, or it leaves a child mesh's failure unhandled: it runs
-``__cleanup__(exc)``, reports a :class:`MeshFailure` to its owner, and answers every
-later call with :class:`SupervisionError`.
+An exception (an ``Exception``) in an endpoint whose caller waits for its result is
+answered with :class:`ActorError` (exception when picklable, else its type name and
+text, plus the formatted traceback) and the actor keeps serving.  The actor *fails*
+instead, as in Monarch (see :mod:`monarch_cy._actor.base.client_faults`), when
+``__init__`` raises, an endpoint with nowhere to send the error raises (``broadcast``,
+``send``, an explicit-response-port endpoint: the port is the endpoint's, not the
+runtime's), an endpoint raises a ``BaseException`` that is not an ``Exception``, or it
+leaves a child mesh's failure unhandled: it runs ``__cleanup__(exc)``, reports a
+:class:`MeshFailure` to its owner, and answers every call, the failing one included,
+with :class:`SupervisionError`.
 
 Built-in messages (names no endpoint may take): ``__supervise__`` (a child's
 failure, for this actor's ``__supervise__``), ``__ready__`` (answered once
@@ -31,6 +36,7 @@ from __future__ import annotations
 import pickle
 import threading
 import traceback
+from collections import deque
 
 from monarch_cy._errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._log import logger
@@ -132,7 +138,9 @@ class ActorHost:
         self.actor = None
         self.init_error = None
         self.endpoints = {}
-        self._tasks = set()         # running async endpoint calls (held: see _handle)
+        self._tasks = set()         # running async endpoint calls (held: see _hold)
+        self._busy = False          # an async endpoint holds the turn (see _in_turn)
+        self._waiting = deque()     # messages that arrived meanwhile, in order
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name=f"actor-{name}[{rank.rank}]")
 
@@ -157,10 +165,13 @@ class ActorHost:
                 cls, args, kwargs = node.decode(*self._frames)
             self._frames = None
             eps, _ = endpoint_table(cls)
+            interleave = getattr(cls, "_mcy_interleave", False)
             for ep_name, (explicit, asy) in eps.items():
-                fn = getattr(cls, ep_name)._fn
-                self.endpoints[ep_name] = (fn, explicit, asy)
+                prop = getattr(cls, ep_name)
+                self.endpoints[ep_name] = (prop._fn, explicit, asy,
+                                           asy and (interleave or prop._concurrent))
                 is_async = is_async or asy
+            _msg_set((self.rank.rank, None))      # __init__'s message rank: its own
             self.actor = cls(*args, **kwargs)
         except BaseException as e:
             self.init_error = ActorError(_picklable(e), _format(e), self.name,
@@ -207,11 +218,19 @@ class ActorHost:
         handle = self._handle
         recv = self.node.recv
         again, closed = self.node.again_errors, self.node.closed_errors
+        waiting = self._waiting
 
         def drain():          # to EAGAIN (ZMQ_FD is edge-triggered)
             try:
                 while True:
-                    handle(recv(sock, 1), loop)         # 1: NOBLOCK
+                    frames = recv(sock, 1)              # 1: NOBLOCK
+                    if self._busy:                      # one message at a time
+                        waiting.append(frames)
+                        continue
+                    body = handle(frames, loop)
+                    if body is not None:                # an endpoint to await first
+                        self._busy = True
+                        self._hold(loop.create_task(self._in_turn(body, loop)))
             except again:
                 pass
             except closed:
@@ -222,13 +241,40 @@ class ActorHost:
         loop.call_soon(drain)
         loop.run_forever()
 
-    def _handle(self, frames, loop=None) -> None:
+    def _hold(self, task) -> None:
+        # The loop holds a waiting task only weakly: without this a collection could
+        # destroy one whose awaitable only it references, mid-call.
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _in_turn(self, body, loop) -> None:
+        """An async actor's messages, one at a time: await ``body`` (the endpoint that
+        took the turn), then handle what arrived meanwhile, in order, awaiting each
+        endpoint in turn.  Once the actor has stopped or failed (this task may be
+        cancelled by the stop), what is still waiting is answered from its state."""
+        waiting = self._waiting
+        try:
+            await body
+            while waiting:
+                body = self._handle(waiting.popleft(), loop)
+                if body is not None:
+                    await body
+        finally:
+            self._busy = False
+            if self.failed is not None:
+                while waiting:
+                    self._handle(waiting.popleft(), loop)
+
+    def _handle(self, frames, loop=None):
+        """Handle one message; for an async endpoint that must run to its end before
+        the next message, return its coroutine (the caller awaits it), else None."""
         node = self.node
         try:
             (method, raddr, port_id, rank, rkey, ext), payload = unpack_call(frames[0])
         except Exception as e:  # noqa: BLE001 - a malformed record fails alone
             return self._malformed(frames, e)
         _msg_set((rank, ext))
+        running_explicit = False     # the endpoint itself runs, holding the port
         try:
             if self.failed is not None:
                 return self._when_failed(method, payload, frames[1:], raddr,
@@ -240,25 +286,26 @@ class ActorHost:
                                          rank, rkey, loop)
                 raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
                                      f"{method!r}")
-            fn, explicit, asy = ent
+            fn, explicit, asy, concurrent = ent
             args, kwargs = _loads(payload) if len(frames) == 1 else \
                 node.decode(payload, frames[1:])
             if explicit:
                 args = (Port(raddr, port_id, rank, rkey), *args)
             if asy:
-                task = loop.create_task(self._run_task(fn, args, kwargs, raddr, port_id,
-                                                       rank, rkey, explicit, method))
-                # The loop holds a waiting task only weakly: without this a collection
-                # could destroy one whose awaitable only it references, mid-call.
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-                return
+                body = self._run_task(fn, args, kwargs, raddr, port_id, rank, rkey,
+                                      explicit, method)
+                if not concurrent:
+                    return body
+                self._hold(loop.create_task(body))
+                return None
+            running_explicit = explicit
             result = fn(self.actor, *args, **kwargs)
         except BaseException as e:
-            self._fail(e, raddr, port_id, rank, rkey, method)
-            return
+            self._fail(e, raddr, port_id, rank, rkey, method, running_explicit)
+            return None
         if port_id and not explicit:
             node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable, method)
+        return None
 
     async def _run_task(self, fn, args, kwargs, raddr, port_id, rank, rkey, explicit,
                         method):
@@ -269,7 +316,7 @@ class ActorHost:
                 if port_id:
                     self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
                 return
-            self._fail(e, raddr, port_id, rank, rkey, method)
+            self._fail(e, raddr, port_id, rank, rkey, method, explicit)
             return
         if port_id and not explicit:
             self.node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable,
@@ -302,16 +349,25 @@ class ActorHost:
         self._die(f"actor explicitly aborted due to: {reason}" if reason else
                   "actor explicitly aborted", None)
 
-    def _fail(self, e, raddr, port_id, rank, rkey, method) -> None:
+    def _fail(self, e, raddr, port_id, rank, rkey, method, explicit=False) -> None:
+        """An endpoint raised ``e`` (see the module docstring for what fails the
+        actor).  The caller, if any, always gets an answer: the ActorError, or the
+        actor's SupervisionError when the actor failed."""
         tb = _format(e)
-        err = ActorError(_picklable(e), tb, self.name, self.rank.rank, method)
-        if port_id:
-            self.node.reply(raddr, port_id, rank, False, err, rkey)
         if not port_id:
             self._die(f"broadcast endpoint {method} raised {_one_line(e)} (nowhere to "
                       "reply)", e, tb)
+        elif explicit:
+            self._die(f"endpoint {method} (explicit response port) raised "
+                      f"{_one_line(e)}", e, tb)
         elif not isinstance(e, Exception):
             self._die(f"endpoint {method} raised {_one_line(e)}", e, tb)
+        else:
+            err = ActorError(_picklable(e), tb, self.name, self.rank.rank, method)
+            self.node.reply(raddr, port_id, rank, False, err, rkey)
+            return
+        if port_id:
+            self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
 
     # -- failure and supervision ----------------------------------------------
     def post(self, method: str, payload=None) -> None:

@@ -8,6 +8,7 @@ import threading
 
 from monarch_cy import _config
 from monarch_cy._actor.base import state
+from monarch_cy._actor.model.actor import _message
 
 __all__ = ["call_with_timeout", "supervise_timeout"]
 
@@ -28,6 +29,7 @@ def call_with_timeout(fn, timeout: float, inst=None):
     def run():
         if inst is not None:
             state.local.instance = inst
+            _message.set((inst.rank.rank, None))    # its message rank: its own
         try:
             v = fn()
             if hasattr(v, "__await__") and hasattr(v, "send"):

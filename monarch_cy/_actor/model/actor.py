@@ -42,11 +42,26 @@ class Actor:
 
     ``__init__`` runs in the actor's own thread before any message is handled.  An
     actor whose endpoints are all ``def`` runs them one at a time, in arrival order,
-    on its thread; an actor whose endpoints are all ``async def`` runs an asyncio
-    loop on its thread: messages *start* in arrival order and interleave at
-    ``await``.  Mixing the two kinds in one class is refused at spawn, as in Monarch
-    (a sync endpoint that waits would stall the loop of the async ones).
+    on its thread.  An actor whose endpoints are all ``async def`` runs an asyncio
+    loop on its thread and, as in Monarch, still handles one message at a time, in
+    arrival order: each endpoint's coroutine is awaited to its end before the next
+    message starts, except ``@concurrent_endpoint`` ones, whose bodies start as tasks
+    when their turn comes.  Mixing the two kinds in one class is refused at spawn, as
+    in Monarch (a sync endpoint that waits would stall the loop of the async ones).
+
+    ``class A(Actor, interleave=True)`` (ours; a Monarch program never passes it) makes
+    every async endpoint of ``A`` and its subclasses concurrent: messages start in
+    arrival order and interleave at ``await``.  That avoids the deadlock of an endpoint
+    that waits for another message of its own actor (a condition another endpoint
+    sets), which Monarch users meet; ``interleave=False`` in a subclass turns it off.
     """
+
+    def __init_subclass__(cls, *, interleave: bool | None = None, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if interleave is not None:
+            if not isinstance(interleave, bool):
+                raise TypeError(f"interleave must be True or False, not {interleave!r}")
+            cls._mcy_interleave = interleave
 
     @property
     def logger(self):
@@ -323,11 +338,13 @@ def current_actor_name() -> str:
 
 
 def current_rank() -> Point:
-    """The calling actor's :class:`Point` in its mesh (rank 0 of an empty extent in
-    the controller)."""
-    return context().actor_instance.rank
+    """Where the calling actor sits in the message being handled, as Monarch's: its
+    :class:`Point` in the mesh *as the caller sliced it* (``context().message_rank``;
+    rank 0 of an empty extent in the controller and for ``choose``).  The actor's
+    rank in its own mesh is ``context().actor_instance.rank``."""
+    return context().message_rank
 
 
 def current_size() -> dict:
-    """Sizes of the calling actor's mesh, by dimension name."""
+    """Sizes of the message's extent (the caller's slice), by dimension name."""
     return dict(current_rank().extent)

@@ -1,11 +1,10 @@
 """``@concurrent_endpoint``: an async endpoint whose body runs as a background task.
 
-In Monarch an actor awaits each ``@endpoint`` handler before it takes the next
-message, and ``@concurrent_endpoint`` opts one async endpoint out of that: its body
-starts in arrival order and the actor moves on at its first ``await``.  In monarch_cy
-every ``async def`` endpoint already runs that way (see :class:`Actor`), so this
-decorator is ``@endpoint`` with Monarch's checks: it takes only ``async def``
-methods, the same options as ``@endpoint``, and refuses to wrap an ``@endpoint``.
+As in Monarch, an actor awaits each plain ``async def`` endpoint before it takes the
+next message, and ``@concurrent_endpoint`` opts one async endpoint out of that: when
+its turn comes its body starts as a task and the actor moves on to the next message
+(see :class:`~.actor.Actor`).  It takes only ``async def`` methods, the same options as
+``@endpoint``, and refuses to wrap an ``@endpoint``.
 """
 
 from __future__ import annotations
@@ -28,4 +27,6 @@ def concurrent_endpoint(method=None, *, explicit_response_port: bool = False, **
     if not _is_coroutine_fn(method):
         raise ValueError(f"concurrent_endpoint can only wrap async endpoints; "
                          f"{getattr(method, '__qualname__', method)!r} is not async def")
-    return endpoint(method, explicit_response_port=explicit_response_port, **options)
+    prop = endpoint(method, explicit_response_port=explicit_response_port, **options)
+    prop._concurrent = True
+    return prop

@@ -81,6 +81,7 @@ class EndpointProperty(Generic[P, R]):
             raise TypeError(f"@endpoint decorates a function, not {fn!r}")
         self._fn = fn
         self._explicit = bool(explicit_response_port)
+        self._concurrent = False      # @concurrent_endpoint: not queued behind others
         self._is_async = bool(getattr(getattr(fn, "__code__", None), "co_flags", 0) & 0x80)
         self._name = getattr(fn, "__name__", "endpoint")
         self.__doc__ = getattr(fn, "__doc__", None)

@@ -131,7 +131,9 @@ def test_broadcast_exception_fails_actor_and_cleans_up(tmp_path, hook):
 def test_system_exit_in_endpoint_fails_actor(hook):
     pm = this_host().spawn_procs(per_host={"gpus": 1})
     m = pm.spawn("se", Victim)
-    with pytest.raises(ActorError, match="SystemExit"):
+    # as in Monarch: a BaseException that is not an Exception fails the actor, and the
+    # call that raised it gets the actor's failure, as every later one does
+    with pytest.raises(SupervisionError, match="SystemExit"):
         m.sys_exit.call_one().get(10)
     with pytest.raises(SupervisionError, match="SystemExit"):
         m.ping.call_one(1).get(5)

@@ -4,8 +4,8 @@ import pickle
 
 import pytest
 
-from _actors import AsyncEcho, BadInit, Clash, Echo
-from monarch_cy.actor import ActorError, ActorMesh, this_proc
+from _actors import AsyncEcho, AsyncEchoConcurrent, AsyncEchoInterleaved, BadInit, Clash, Echo
+from monarch_cy.actor import Actor, ActorError, ActorMesh, this_proc
 
 
 def test_mesh_reference_passed_to_actors(procs, echo, name):
@@ -33,8 +33,21 @@ def test_async_actor(procs, name):
     f1 = one.slow.call_one("slow", 0.3)
     f2 = one.slow.call_one("fast", 0.0)
     assert (f1.get(10), f2.get(10)) == ("slow", "fast")
-    # async endpoints interleave: the fast one finished first
-    assert one.order.call_one().get(10) == ["fast", "slow"]
+    # as in Monarch, one message at a time: the slow call ends before the fast starts
+    assert one.order.call_one().get(10) == ["slow", "fast"]
+
+
+def test_concurrent_endpoints_and_interleaving_actors(procs, name):
+    """@concurrent_endpoint bodies start in turn and let the next message in; an
+    Actor subclass declared with interleave=True makes all of its async endpoints so."""
+    for cls in (AsyncEchoConcurrent, AsyncEchoInterleaved):
+        one = procs.slice(gpus=0).spawn(f"{name}{cls.__name__[-4:]}", cls)
+        f1 = one.slow.call_one("slow", 0.3)
+        f2 = one.slow.call_one("fast", 0.0)
+        assert (f1.get(10), f2.get(10)) == ("slow", "fast")
+        assert one.order.call_one().get(10) == ["fast", "slow"], cls
+    with pytest.raises(TypeError, match="interleave must be True or False"):
+        type("Bad", (Actor,), {}, interleave="yes")
 
 
 def test_async_actor_calls_other(procs, echo, name):

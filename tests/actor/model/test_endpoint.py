@@ -29,6 +29,18 @@ def test_call_one_and_slices(echo):
     assert [w[1] for w in sub.whoami.call().get(10).values()] == [1, 3]
 
 
+def test_current_rank_is_the_rank_in_the_callers_slice(echo):
+    """As in Monarch: current_rank()/current_size() describe the message, i.e. the
+    mesh as the caller sliced it; the actor's own rank is context().actor_instance.rank."""
+    assert echo.message_rank.call().get(10).values()[3] == (3, {"gpus": 3}, {"gpus": 4})
+    assert echo.slice(gpus=2).message_rank.call_one().get(10) == (0, {}, {})
+    sub = echo.slice(gpus=slice(1, 4, 2))
+    assert sub.message_rank.call().get(10).values() == [(0, {"gpus": 0}, {"gpus": 2}),
+                                                         (1, {"gpus": 1}, {"gpus": 2})]
+    assert [w[1] for w in sub.whoami.call().get(10).values()] == [1, 3]
+    assert echo.message_rank.choose().get(10) == (0, {}, {})
+
+
 def test_choose_spreads(echo):
     ranks = {echo.whoami.choose().get(10)[1] for _ in range(8)}
     assert ranks == {0, 1, 2, 3}
