@@ -7,6 +7,7 @@ scripts/setup.sh --test
 scripts/setup-rdma-test.sh
 scripts/setup-multihost-test.sh
 scripts/setup-rccl-test.sh
+scripts/setup-monarch-reference.sh
 # The ABI proofs download vendor wheels (cached); here a failed download fails them rather
 # than skipping (MONARCH_CY_VENDOR_WHEELS=1 skips offline, 0 switches them off).
 export MONARCH_CY_VENDOR_WHEELS=${MONARCH_CY_VENDOR_WHEELS:-require}
