@@ -90,5 +90,12 @@ def _this_proc():
     return this_proc()
 
 
+def _proc_mesh_of(desc):
+    # deferred: import time (the meshes floor loads with the public API or the runtime)
+    from monarch_cy._actor.meshes.proc_mesh import proc_mesh_of
+    return proc_mesh_of(desc)
+
+
 _state.set_node_maker(_make_controller_node)
 _state.provide_this_proc(_this_proc)
+_state.provide_proc_mesh_of(_proc_mesh_of)

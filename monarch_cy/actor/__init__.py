@@ -2,7 +2,7 @@
 
 Re-exports only; the implementation lives in :mod:`monarch_cy._actor`.  Importing
 this module is cheap: it imports neither zmq, asyncio nor torch, and the multi-host
-layer (``attach_to_workers``) is imported on first use, so that a program's first
+layer (``attach_to_workers``) and ``ChannelTransport`` are imported on first use, so that a program's first
 ``spawn_procs`` starts its procs sooner.
 """
 
@@ -10,7 +10,9 @@ from monarch_cy._errors import ActorError, MeshIndexError, MeshStoppedError, Sup
 from monarch_cy._actor.base.client_faults import unhandled_fault_hook
 from monarch_cy._actor.base.failure import MeshFailure
 from monarch_cy._actor.base.future import Future
+from monarch_cy._actor.base.returns_future import returns_future
 from monarch_cy._actor.base.shape import Extent, Point
+from monarch_cy._actor.base.transports import enable_transport
 from monarch_cy._actor.base.value_mesh import ValueMesh
 from monarch_cy._actor.launch.bootstrap_command import BootstrapCommand, default_bootstrap_cmd
 from monarch_cy._actor.meshes.controllers import get_or_spawn_controller
@@ -21,7 +23,8 @@ from monarch_cy._actor.meshes.restart_policy import RestartPolicy
 from monarch_cy._actor.model.actor import (Actor, ActorMesh, Context, context,
                                            current_actor_name, current_rank, current_size)
 from monarch_cy._actor.model.concurrent import concurrent_endpoint
-from monarch_cy._actor.model.endpoint import Accumulator, Endpoint, endpoint, send
+from monarch_cy._actor.model.endpoint import (Accumulator, Endpoint, as_endpoint, endpoint,
+                                              send)
 from monarch_cy._actor.model.ports import Channel, Port, PortReceiver
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "BootstrapCommand",
     "ActorMesh",
     "Channel",
+    "ChannelTransport",
     "Context",
     "Endpoint",
     "Extent",
@@ -46,6 +50,7 @@ __all__ = [
     "RestartPolicy",
     "SupervisionError",
     "ValueMesh",
+    "as_endpoint",
     "attach_to_workers",
     "concurrent_endpoint",
     "context",
@@ -53,8 +58,10 @@ __all__ = [
     "current_rank",
     "current_size",
     "default_bootstrap_cmd",
+    "enable_transport",
     "endpoint",
     "get_or_spawn_controller",
+    "returns_future",
     "run_worker_loop_forever",
     "run_worker_loop_until_shutdown",
     "send",
@@ -71,6 +78,10 @@ _WORKER_LOOPS = ("run_worker_loop_forever", "run_worker_loop_until_shutdown",
 
 
 def __getattr__(name: str):
+    if name == "ChannelTransport":             # the configuration API, on first use
+        from monarch_cy._config_api import ChannelTransport
+        globals()[name] = ChannelTransport
+        return ChannelTransport
     if name == "attach_to_workers":            # the multi-host layer, on first use
         from monarch_cy._hosts.attach import attach_to_workers
         globals()[name] = attach_to_workers

@@ -466,3 +466,69 @@ class Hanger(Actor):
         import gc
         gc.collect()
         return list(self.events)
+
+
+class PlainMethods(Actor):
+    """Plain (non-endpoint) methods, called through ``as_endpoint``; ``stop``/``kill``
+    of its own instance; what ``proc_mesh`` says; ``__cleanup__`` leaves a mark."""
+
+    def __init__(self, mark_dir=None):
+        self.mark_dir = mark_dir
+        self.n = 0
+
+    @endpoint
+    def ping(self, x):
+        return x
+
+    def add(self, x, y=0):
+        self.n += 1
+        return x + y
+
+    def via_port(self, port, x):
+        port.send(x * 10)
+
+    async def not_here(self):
+        return 1
+
+    @endpoint
+    def stop_me(self, reason):
+        from monarch_cy.actor import context
+        context().actor_instance.stop(reason)
+        return "stopping"
+
+    @endpoint
+    def kill_me(self, reason):
+        from monarch_cy.actor import context
+        context().actor_instance.kill(reason)
+        return "killed"
+
+    @endpoint
+    def where(self):
+        from monarch_cy.actor import context
+        inst = context().actor_instance
+        pm = inst.proc_mesh
+        return (dict(pm.sizes), dict(inst.rank), len(pm))
+
+    @endpoint
+    def proc_mesh(self):
+        from monarch_cy.actor import context
+        return context().actor_instance.proc_mesh
+
+    def __cleanup__(self, exc):
+        if self.mark_dir:
+            import os
+            from monarch_cy.actor import context
+            rank = context().actor_instance.rank.rank
+            open(os.path.join(self.mark_dir, f"cleanup{rank}"), "w").close()
+
+
+class AsyncPlain(Actor):
+    @endpoint
+    async def ping(self, x):
+        return x
+
+    async def double(self, x):
+        return 2 * x
+
+    def triple(self, x):
+        return 3 * x

@@ -1,4 +1,5 @@
-"""Named-dimension mesh algebra: :class:`Extent`, :class:`Point`, :class:`Shape`.
+"""Named-dimension mesh algebra: :class:`Extent`, :class:`Point`, :class:`Shape`,
+:class:`NDSlice` (Monarch's ``Slice``: the strided view without names).
 
 A *shape* maps the points of a named, multi-dimensional index space onto *global
 ranks* (positions in the underlying flat list of procs or actors) through an offset
@@ -17,7 +18,7 @@ from typing import Iterator, Sequence
 
 from monarch_cy._errors import MeshIndexError
 
-__all__ = ["Extent", "Point", "Shape", "MeshTrait"]
+__all__ = ["Extent", "Point", "Shape", "NDSlice", "MeshTrait"]
 
 
 def _check_labels(labels) -> tuple:
@@ -150,16 +151,184 @@ class Point(Mapping):
         return (Point, (self._rank, self._extent))
 
 
+class NDSlice:
+    """Monarch's ``NDSlice``: ``offset`` plus ``sizes`` and ``strides`` per dimension,
+    a compact list of ranks (``NDSlice(offset=0, sizes=[2, 3], strides=[3, 1])`` is
+    ranks 0..5).  Immutable; ranks are iterated in row-major order.
+
+    ``index(rank)``/``coordinates(rank)`` find a rank (``ValueError`` if it is not
+    in the slice); ``nditem(coords)`` and ``get(i)``/``s[i]`` go the other way
+    (``IndexError`` out of bounds).
+    """
+
+    __slots__ = ("_offset", "_sizes", "_strides")
+
+    def __init__(self, *, offset: int, sizes, strides) -> None:
+        sizes, strides = [int(x) for x in sizes], [int(x) for x in strides]
+        if len(sizes) != len(strides):
+            raise ValueError(f"sizes {sizes} and strides {strides} differ in length")
+        if any(x < 0 for x in sizes) or int(offset) < 0:
+            raise ValueError(f"offset {offset} and sizes {sizes} must be >= 0")
+        self._offset, self._sizes, self._strides = int(offset), sizes, strides
+
+    offset = property(lambda self: self._offset)
+    sizes = property(lambda self: list(self._sizes))
+    strides = property(lambda self: list(self._strides))
+    ndim = property(lambda self: len(self._sizes))
+
+    def __len__(self) -> int:
+        n = 1
+        for x in self._sizes:
+            n *= x
+        return n
+
+    def nditem(self, coordinates) -> int:
+        coordinates = list(coordinates)
+        if len(coordinates) != len(self._sizes) or any(
+                not 0 <= c < n for c, n in zip(coordinates, self._sizes)):
+            raise IndexError(f"coordinates {coordinates} are out of bounds for sizes "
+                             f"{self._sizes}")
+        return self._offset + sum(c * st for c, st in zip(coordinates, self._strides))
+
+    def _coords_of(self, i: int) -> list:
+        out = []
+        for n in reversed(self._sizes):
+            out.append(i % n)
+            i //= n
+        return out[::-1]
+
+    def get(self, index: int) -> int:
+        n = len(self)
+        if not 0 <= index < n:
+            raise IndexError(f"index {index} is out of range for a slice of {n}")
+        return self.nditem(self._coords_of(index))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self.get(j) for j in range(*i.indices(len(self))))
+        i = i.__index__()
+        return self.get(i + len(self) if i < 0 else i)
+
+    def __iter__(self):
+        return (self.get(i) for i in range(len(self)))
+
+    def coordinates(self, value: int) -> list:
+        rest = int(value) - self._offset
+        # strides may be in any order: peel off the largest first
+        order = sorted(range(len(self._sizes)), key=lambda d: -self._strides[d])
+        coords = [0] * len(self._sizes)
+        for d in order:
+            st = self._strides[d]
+            c = rest // st if st else 0
+            if not 0 <= c < self._sizes[d]:
+                break
+            coords[d] = c
+            rest -= c * st
+        if rest != 0 or len(self) == 0 or self.nditem(coords) != int(value):
+            raise ValueError(f"value {value} is not in {self!r}")
+        return coords
+
+    def index(self, value: int) -> int:
+        i = 0
+        for c, n in zip(self.coordinates(value), self._sizes):
+            i = i * n + c
+        return i
+
+    @staticmethod
+    def new_row_major(ranks) -> "NDSlice":
+        """The one-dimensional slice of ``ranks``, which must be contiguous."""
+        ranks = [int(r) for r in ranks]
+        if not ranks or ranks != list(range(ranks[0], ranks[0] + len(ranks))):
+            raise ValueError(f"ranks {ranks} are not contiguous")
+        return NDSlice(offset=ranks[0], sizes=[len(ranks)], strides=[1])
+
+    @staticmethod
+    def from_list(ranks) -> "list[NDSlice]":
+        """One-dimensional slices covering ``ranks`` (each run of consecutive ranks,
+        in order)."""
+        out, run = [], []
+        for r in (int(x) for x in ranks):
+            if run and r != run[-1] + 1:
+                out.append(NDSlice.new_row_major(run))
+                run = []
+            run.append(r)
+        if run:
+            out.append(NDSlice.new_row_major(run))
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, NDSlice) and (self._offset, self._sizes, self._strides) \
+            == (other._offset, other._sizes, other._strides)
+
+    def __hash__(self):
+        return hash((self._offset, tuple(self._sizes), tuple(self._strides)))
+
+    def __reduce__(self):
+        return (_ndslice, (self._offset, self._sizes, self._strides))
+
+    def __repr__(self):
+        return (f"NDSlice(offset={self._offset}, sizes={self._sizes}, "
+                f"strides={self._strides})")
+
+
+def _ndslice(offset, sizes, strides) -> NDSlice:
+    return NDSlice(offset=offset, sizes=sizes, strides=strides)
+
+
 class Shape:
-    """Labels + strided view (offset, sizes, strides) onto global ranks. Immutable."""
+    """Labels + strided view (offset, sizes, strides) onto global ranks. Immutable.
+
+    ``Shape(labels, offset, sizes, strides)``, or Monarch's ``Shape(labels,
+    ndslice)``.  Monarch's methods: ``ndslice``, ``ranks()``, ``coordinates(rank)``,
+    ``at(label, i)``, ``select(label, slice)``, ``index(**{label: i})``,
+    ``Shape.unity()``.
+    """
 
     __slots__ = ("labels", "offset", "sizes", "strides")
 
-    def __init__(self, labels, offset: int, sizes, strides) -> None:
+    def __init__(self, labels, offset, sizes=None, strides=None) -> None:
+        if isinstance(offset, NDSlice) and sizes is None and strides is None:
+            offset, sizes, strides = offset.offset, offset.sizes, offset.strides
+        elif sizes is None or strides is None:
+            raise TypeError("Shape(labels, ndslice) or Shape(labels, offset, sizes, "
+                            "strides)")
         self.labels = _check_labels(labels)
         self.offset = int(offset)
         self.sizes = tuple(int(s) for s in sizes)
         self.strides = tuple(int(s) for s in strides)
+        if len(self.sizes) != len(self.labels) or len(self.strides) != len(self.labels):
+            raise ValueError(f"labels {list(self.labels)}, sizes {list(self.sizes)} and "
+                             f"strides {list(self.strides)} differ in length")
+
+    @property
+    def ndslice(self) -> NDSlice:
+        return NDSlice(offset=self.offset, sizes=self.sizes, strides=self.strides)
+
+    @staticmethod
+    def unity() -> "Shape":
+        """The shape of no dimensions: one rank, 0."""
+        return Shape((), 0, (), ())
+
+    def ranks(self) -> list:
+        """Every global rank of the shape, in row-major order."""
+        return self.global_ranks()
+
+    def coordinates(self, rank: int) -> dict:
+        """``{label: coordinate}`` of global rank ``rank`` (``ValueError`` if it is not
+        in the shape)."""
+        return dict(zip(self.labels, self.ndslice.coordinates(rank)))
+
+    def at(self, label: str, index: int) -> "Shape":
+        """The shape at ``index`` along ``label``, that dimension removed."""
+        return self.slice(**{label: index})
+
+    def select(self, label: str, slice: slice) -> "Shape":
+        """The shape restricted along ``label`` by a slice; the dimension stays."""
+        return self.slice(**{label: slice})
+
+    def index(self, **kwargs) -> "Shape":
+        """``shape.index(gpu=3, host=0)``: :meth:`at` for each, those dimensions removed."""
+        return self.slice(**kwargs)
 
     @classmethod
     def dense(cls, labels, sizes) -> "Shape":

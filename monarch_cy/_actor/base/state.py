@@ -14,7 +14,8 @@ up for it:
 * :data:`local` — the thread-local that names the actor running on this thread;
 * the job's handle fingerprint (:func:`job_tag`, :func:`check_job`);
 * :func:`this_proc` — this process as a proc mesh of one, provided by the meshes
-  floor (:func:`provide_this_proc`).
+  floor (:func:`provide_this_proc`); :func:`proc_mesh_of` — the proc mesh an actor
+  was spawned on, from the description its spawn carried (:func:`provide_proc_mesh_of`).
 
 All registries are plain dicts and lists: written by the controller's pump or under
 the GIL by one statement, read anywhere.  Nothing here imports a floor above.
@@ -29,7 +30,7 @@ from monarch_cy._transport.current import current_node, node_or_make
 
 __all__ = ["get_node", "set_node_maker", "next_id", "LIVE_PROCS", "STATES", "ACTOR_HOME",
            "HOSTS", "local", "job_tag", "check_job", "this_proc", "provide_this_proc",
-           "log_sink", "set_log_sink"]
+           "proc_mesh_of", "provide_proc_mesh_of", "log_sink", "set_log_sink"]
 
 LIVE_PROCS: dict = {}   # proc key -> _Proc (children of this controller)
 STATES: list = []       # every ProcMesh state made here, for shutdown and lookups
@@ -42,6 +43,7 @@ local = threading.local()
 
 _maker = None
 _this_proc = None
+_proc_mesh_of = None
 _sink = None
 _tag = None
 _counter = [0]
@@ -81,6 +83,18 @@ def provide_this_proc(fn) -> None:
 def this_proc():
     """This process as a proc mesh of one (``ProcMesh``)."""
     return _this_proc()
+
+
+def provide_proc_mesh_of(fn) -> None:
+    """The meshes floor's ``proc_mesh_of`` (the only one; set at its import)."""
+    global _proc_mesh_of
+    _proc_mesh_of = fn
+
+
+def proc_mesh_of(desc):
+    """The ``ProcMesh`` (as sliced) that ``desc``, a spawn's description of it,
+    names: ``(owner address, mesh id, name, (labels, offset, sizes, strides))``."""
+    return _proc_mesh_of(desc)
 
 
 def set_log_sink(sink) -> None:

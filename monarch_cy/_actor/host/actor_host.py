@@ -47,8 +47,9 @@ from monarch_cy._actor.host import proc_setup
 from monarch_cy._actor.host.supervise_call import call_with_timeout, supervise_timeout
 from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _message, endpoint_table,
                                            post_to)
+from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
 from monarch_cy._actor.model.ports import Port
-from monarch_cy._transport import unixsock
+from monarch_cy._transport import unixsock, wire
 from monarch_cy._transport.cork import MAX_BURST
 from monarch_cy._transport.protocol import SEEN, SUPERVISE, pack, pack_call, unpack_call
 
@@ -284,8 +285,10 @@ class ActorHost:
                 if method in _BUILTIN:
                     return self._builtin(method, payload, frames[1:], raddr, port_id,
                                          rank, rkey, loop)
-                raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
-                                     f"{method!r}")
+                ent = self._plain(method)            # as_endpoint(mesh.method)
+                if ent is None:
+                    raise AttributeError(f"actor {self.inst.actor_id} has no endpoint "
+                                         f"{method!r}")
             fn, explicit, asy, concurrent = ent
             args, kwargs = _loads(payload) if len(frames) == 1 else \
                 node.decode(payload, frames[1:])
@@ -306,6 +309,24 @@ class ActorHost:
         if port_id and not explicit:
             node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable, method)
         return None
+
+    def _plain(self, method):
+        """The entry of a plain method called through ``as_endpoint`` (``method``:
+        its name, or :data:`EXPLICIT_PLAIN` + it for an explicit response port); None
+        when the class has no such method.  ``TypeError`` for an ``async def`` one on
+        an actor with no event loop (its endpoints are all ``def``), as Monarch."""
+        explicit = method.startswith(EXPLICIT_PLAIN)
+        name = method[len(EXPLICIT_PLAIN):] if explicit else method
+        fn = None if name.startswith("_") else getattr(type(self.actor), name, None)
+        if not callable(fn) or name in self.endpoints:
+            return None
+        asy = bool(getattr(getattr(fn, "__code__", None), "co_flags", 0) & 0x80)
+        if asy and self.inst.sync:
+            raise TypeError(f"{self.inst.actor_id}.{name} is an async def method, but its "
+                            "actor's endpoints are all def, so it has no event loop to "
+                            "run on")
+        ent = self.endpoints[method] = (fn, explicit, asy, False)
+        return ent
 
     async def _run_task(self, fn, args, kwargs, raddr, port_id, rank, rkey, explicit,
                         method):
@@ -348,6 +369,19 @@ class ActorHost:
         """``context().actor_instance.abort(reason)``: fail this actor now."""
         self._die(f"actor explicitly aborted due to: {reason}" if reason else
                   "actor explicitly aborted", None)
+
+    def stop(self, reason) -> None:
+        """``context().actor_instance.stop(reason)``: stop this actor gracefully once
+        the messages already queued for it are handled (as ``ActorMesh.stop``)."""
+        self.post("__stop_mesh__", f"the actor stopped itself: {reason}" if reason else
+                  "the actor stopped itself")
+
+    def kill(self, reason) -> None:
+        """``context().actor_instance.kill(reason)``: fail this actor now, without
+        ``__cleanup__`` (never later either)."""
+        self._die(f"actor killed: {reason}" if reason else "actor killed", None,
+                  cleanup=False)
+        self.cleaned.set()
 
     def _fail(self, e, raddr, port_id, rank, rkey, method, explicit=False) -> None:
         """An endpoint raised ``e`` (see the module docstring for what fails the

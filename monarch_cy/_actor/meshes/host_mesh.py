@@ -19,6 +19,7 @@ from monarch_cy import _config
 from monarch_cy._checks import check_timeout
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
+from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import Extent, MeshTrait, Shape
 from monarch_cy._actor.meshes.controllers import cc_address
 from monarch_cy._actor.meshes.proc_mesh import ProcMesh
@@ -29,17 +30,103 @@ from monarch_cy._transport.current import current_node
 __all__ = ["HostMesh", "this_host"]
 
 
+class _HostRecord:
+    """What an owned host mesh and its slices share: the proc meshes spawned from
+    them (for ``stop``/``shutdown``) and whether it was shut down."""
+
+    __slots__ = ("meshes", "down")
+
+    def __init__(self) -> None:
+        self.meshes = []
+        self.down = False
+
+
 class HostMesh(MeshTrait):
     """Hosts to start procs on; ``this_host()`` is the controller's host, and
     ``attach_to_workers``/job types give meshes of remote hosts (``hosts``
-    dimension; their agents start the procs, see :mod:`monarch_cy._hosts`)."""
+    dimension; their agents start the procs, see :mod:`monarch_cy._hosts`).
 
-    def __init__(self, shape: Shape, hosts=None) -> None:
+    The mesh a program made (``this_host()`` in the controller, a job's or
+    ``attach_to_workers``' hosts) *owns* its hosts: ``stop()`` and ``shutdown()``
+    work on it.  A slice of it, or one received from another process, is a
+    *reference*, and they raise ``RuntimeError`` there, as in Monarch.
+    """
+
+    def __init__(self, shape: Shape, hosts=None, *, _record=None, _owned=True) -> None:
         self._shape = shape
         self._hosts = hosts    # None (this host) or monarch_cy._hosts.attach.HostSet
+        self._record = _record if _record is not None else _HostRecord()
+        self._owned = _owned
 
     def _new_with_shape(self, shape):
-        return HostMesh(shape, self._hosts)
+        return HostMesh(shape, self._hosts, _record=self._record, _owned=False)
+
+    def _live(self) -> "_HostRecord":
+        rec = self._record
+        if rec.down:
+            raise RuntimeError("HostMesh has already been shut down")
+        return rec
+
+    @property
+    def initialized(self) -> Future:
+        """A Future of ``True``: the hosts were usable (spawn_procs waits for remote
+        hosts' agents itself).  ``RuntimeError`` once the mesh was shut down."""
+        self._live()
+        return Future._resolved(True)
+
+    def _stop_all(self, what: str, down: bool) -> Future:
+        if not self._owned or (self._hosts is None and not _state.get_node().is_controller):
+            raise RuntimeError(
+                f"cannot {what} a HostMesh that is a reference rather than owned (a "
+                "slice of one, or one received from another process); call it on the "
+                "host mesh the program made")
+        rec = self._live()
+        meshes, rec.meshes = rec.meshes, []
+        if down:
+            rec.down = True
+        out = Future._make(None)
+        left = [len(meshes)]
+        errors = []
+        if not meshes:
+            out._set_result(None)
+            return out
+
+        def one(f):
+            exc = f.exception()
+            if exc is not None:
+                errors.append(exc)
+            left[0] -= 1
+            if left[0] == 0:
+                out._set_exception(errors[0]) if errors else out._set_result(None)
+        for pm in meshes:
+            try:
+                fut = pm.stop()
+            except Exception as e:  # noqa: BLE001 - the Future carries it
+                fut = Future._resolved(exc=e)
+            fut.add_done_callback(one)
+        return out
+
+    def stop(self) -> Future:
+        """Stop every proc mesh spawned from this host mesh (and its slices); a Future
+        of None resolved once all have exited.  The hosts stay usable: later
+        ``spawn_procs`` work.  ``RuntimeError`` on a reference."""
+        return self._stop_all("stop", down=False)
+
+    def shutdown(self) -> Future:
+        """As :meth:`stop`, and the host mesh becomes unusable: ``spawn_procs`` and
+        ``initialized`` then raise ``RuntimeError("HostMesh has already been shut
+        down")`` (``this_host()`` then gives a fresh one).  A remote host's agent
+        stays up (it serves other host meshes of the job).  ``RuntimeError`` on a
+        reference or a mesh already shut down."""
+        return self._stop_all("shut down", down=True)
+
+    async def __aenter__(self) -> "HostMesh":
+        self._live()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if not self._record.down:
+            await self.shutdown()
 
     def __reduce__(self):
         if self._hosts is not None:
@@ -84,6 +171,14 @@ class HostMesh(MeshTrait):
         ``heartbeat_timeout``: seconds without a heartbeat answer before a proc is
         failed and killed (default ``MONARCH_CY_HEARTBEAT_TIMEOUT`` or 10; 0: off).
         """
+        rec = self._live()
+        pm = self._spawn_procs(per_host, bootstrap, name, proc_bind, bootstrap_command,
+                               env=env, restart=restart, heartbeat_timeout=heartbeat_timeout)
+        rec.meshes.append(pm)            # stop()/shutdown() stop it
+        return pm
+
+    def _spawn_procs(self, per_host, bootstrap, name, proc_bind, bootstrap_command, *,
+                     env, restart, heartbeat_timeout) -> ProcMesh:
         if self._hosts is None and bootstrap_command is None:
             made = current_node()            # None: no node yet, so ours (a controller)
             if made is None or made.is_controller:
@@ -188,13 +283,22 @@ def _compat_installed() -> bool:
 
 
 
+_this_host = None
+
+
 def this_host() -> HostMesh:
-    """The controller's host, as a host mesh with no dimensions."""
-    return HostMesh(Shape.dense((), ()))
+    """This process's host, as a host mesh with no dimensions: the same object on
+    every call (a fresh one after it was shut down).  In the controller it owns the
+    host; in a worker it is a reference (``stop``/``shutdown`` raise there)."""
+    global _this_host
+    h = _this_host
+    if h is None or h._record.down:
+        h = _this_host = HostMesh(Shape.dense((), ()))
+    return h
 
 
 def _rebuild_host_mesh(tag, shape):
     """A HostMesh of this host pickles to "this host" of the receiver (the procs of a
-    job on one machine share it)."""
+    job on one machine share it), as a reference."""
     _state.check_job(tag, "host mesh")
-    return HostMesh(shape)
+    return HostMesh(shape, _owned=False)

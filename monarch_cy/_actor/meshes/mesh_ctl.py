@@ -1,11 +1,13 @@
 """The owner's side of ``MESH_CTL`` (runs in its pump): a remote view asks it to stop
-a proc mesh, or a worker asks the client to start procs (:mod:`.remote_ops` sends
-them)."""
+a proc mesh, a worker asks the client to start procs, or an actor asks for the procs
+of the mesh it runs on (:mod:`.remote_ops` sends them)."""
 
 from __future__ import annotations
 
 from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.base.shape import Shape
 from monarch_cy._actor.meshes.host_mesh import HostMesh
+from monarch_cy._actor.meshes.proc_mesh import ProcMesh
 from monarch_cy._actor.meshes.proc_stop import stop_procs
 
 __all__ = ["handle_mesh_ctl"]
@@ -26,7 +28,8 @@ def _spawn_for(node, data, extras):
 
 def handle_mesh_ctl(node, hdr, data, extras) -> None:
     """``(MESH_CTL, op, mesh id, reply addr, port id, reply key)``: ``op`` is
-    ``"spawn_procs"`` or ``"stop"``; the asker gets the ProcMesh, None, or the error."""
+    ``"spawn_procs"``, ``"stop"`` or ``"describe"``; the asker gets the ProcMesh,
+    None, or the error."""
     _, op, mesh_id, raddr, port, rkey = hdr
     if op == "spawn_procs":
         try:
@@ -37,6 +40,10 @@ def handle_mesh_ctl(node, hdr, data, extras) -> None:
             node.reply(raddr, port, None, True, pm, rkey)
         return
     st = next((s for s in _state.STATES if s.mesh_id == mesh_id), None)
+    if st is not None and op == "describe":
+        node.reply(raddr, port, None, True,
+                   ProcMesh(st.procs, Shape.dense(("ranks",), (len(st.procs),)), st), rkey)
+        return
     if st is None or op != "stop":
         node.reply(raddr, port, None, False,
                    ValueError(f"no proc mesh {mesh_id} here for {op!r}"), rkey)

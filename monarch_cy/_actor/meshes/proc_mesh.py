@@ -50,7 +50,7 @@ from monarch_cy._transport.protocol import SPAWN, pack
 
 T = TypeVar("T")
 
-__all__ = ["ProcMesh", "this_proc"]
+__all__ = ["ProcMesh", "this_proc", "proc_mesh_of"]
 
 get_node = _state.get_node
 
@@ -109,7 +109,10 @@ class ProcMesh(MeshTrait):
         st.names.add(name)
         mid = _state.next_id()
         ext = self._shape.extent
-        owner = _owner(node)
+        # who owns the actors, and (for context().actor_instance.proc_mesh) this mesh
+        sh = self._shape
+        owner = _owner(node) + ((st.owner or node.addr, st.mesh_id, st.name,
+                                 (sh.labels, sh.offset, sh.sizes, sh.strides)),)
         # spawned inside a worker: its own counter, so tag the addresses with its pid
         tag = "" if node.is_controller else f"w{os.getpid()}."
         given, addrs = addrs, []
@@ -239,6 +242,30 @@ def this_proc() -> ProcMesh:
         procs.append(_Proc(0, node.addr, None, st))
         _this_proc = ProcMesh(procs, Shape.dense((), ()), st)
     return _this_proc
+
+
+def proc_mesh_of(desc) -> ProcMesh:
+    """The proc mesh a spawn's description names (``context().actor_instance.
+    proc_mesh``): ``(owner address, mesh id, name, shape as a tuple)``.  Known here
+    (this process owns it, or holds a view of it): at once; else the owner is asked
+    once for its procs (:mod:`.remote_ops`)."""
+    owner, mesh_id, name, shape = desc
+    shape = Shape(*shape)
+    node = get_node()
+    if owner == node.addr:
+        if mesh_id == 0:
+            return this_proc()._new_with_shape(shape)
+        for st in _state.STATES:
+            if st.mesh_id == mesh_id:
+                return ProcMesh(st.procs, shape, st)
+        raise ForeignJobError(f"proc mesh {name!r} (id {mesh_id}) is not known to the "
+                              "process that made it any more")
+    st = _views.get((owner, mesh_id))
+    if st is None:
+        # deferred: import time (remote_ops loads with the runtime)
+        from monarch_cy._actor.meshes.remote_ops import describe_remote
+        return describe_remote(owner, mesh_id, name)._new_with_shape(shape)
+    return ProcMesh(st.procs, shape, st)
 
 
 _views = {}              # (owner addr, mesh id) -> remote _State, one per process

@@ -6,8 +6,10 @@
 * :func:`spawn_procs_remote` — ``HostMesh.spawn_procs`` inside a worker: the client
   starts the procs (it holds the fork server and the host agents), owned and
   supervised by the asking actor.
+* :func:`describe_remote` — the procs of a mesh this process has no view of
+  (``context().actor_instance.proc_mesh`` in an actor spawned on it).
 
-Both send one ``MESH_CTL`` message; the owner's side is :mod:`.mesh_ctl`.
+Each sends one ``MESH_CTL`` message; the owner's side is :mod:`.mesh_ctl`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from monarch_cy._actor.model.actor import context
 from monarch_cy._actor.model.ports import OneCollector
 from monarch_cy._transport.protocol import MESH_CTL, pack
 
-__all__ = ["stop_remote", "spawn_procs_remote"]
+__all__ = ["stop_remote", "spawn_procs_remote", "describe_remote"]
 
 
 def stop_remote(st) -> Future:
@@ -53,4 +55,20 @@ def spawn_procs_remote(shape, kwargs: dict):
     if not done.wait(60):
         node.drop_port(port)
         raise TimeoutError("the client did not start the procs within 60 s")
+    return fut.get()
+
+
+def describe_remote(owner: str, mesh_id: int, name: str, timeout: float = 60.0):
+    """The proc mesh ``mesh_id`` of ``owner``, as a view in this process (the owner
+    answers with the mesh; it unpickles to the view).  Blocks until answered."""
+    node = _state.get_node()
+    fut = Future._make(None)              # answered to the background inbox
+    port = node.register_port(OneCollector(fut, owner, name, None))
+    done = threading.Event()
+    fut.add_done_callback(lambda f: done.set())
+    node.send(owner, [pack((MESH_CTL, "describe", mesh_id, node.addr, port, node.key))])
+    if not done.wait(timeout):
+        node.drop_port(port)
+        raise TimeoutError(f"the owner of proc mesh {name!r} did not describe it within "
+                           f"{timeout:g} s")
     return fut.get()

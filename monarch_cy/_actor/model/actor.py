@@ -3,8 +3,9 @@
 An ActorMesh is a *reference*: actor socket addresses and proc keys (one per global
 rank) plus a :class:`Shape`.  Slicing makes a new reference; pickling one (as an
 argument, return value or actor attribute) gives another process a mesh it can call
-with the same adverbs.  Attribute access returns an :class:`Endpoint`; a name that is
-not an endpoint raises ``AttributeError`` saying why.
+with the same adverbs.  Attribute access returns an :class:`Endpoint`; a plain method
+of the class gives a ``NotAnEndpoint`` (``as_endpoint`` makes it one); another name
+raises ``AttributeError`` saying why.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Generic, TypeVar
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import Extent, MeshTrait, Point, Shape
-from monarch_cy._actor.model.endpoint import Endpoint, EndpointProperty
+from monarch_cy._actor.model.endpoint import Endpoint, EndpointProperty, NotAnEndpoint
 from monarch_cy._transport.protocol import pack_call
 
 __all__ = ["Actor", "ActorMesh", "Context", "ActorInstance", "context", "current_rank",
@@ -211,9 +212,7 @@ class ActorMesh(MeshTrait, Generic[A]):
                 self.__dict__[name] = e     # later lookups skip __getattr__
             return e
         if name in self._plain:
-            raise AttributeError(
-                f"{self._cls_name}.{name} is not an endpoint: decorate it with @endpoint "
-                f"to call it on a mesh")
+            return NotAnEndpoint(self, name)        # as_endpoint(mesh.name) calls it
         raise AttributeError(f"actor class {self._cls_name} has no endpoint {name!r} "
                              f"(endpoints: {sorted(self._endpoints)})")
 
@@ -259,11 +258,12 @@ class ActorInstance:
 
     Attributes: ``name`` (the actor mesh's name), ``rank`` (this actor's
     :class:`Point` in its mesh), ``proc_rank``, ``actor_id`` (``name[rank]``),
-    ``creator``.  ``proc`` is this actor's own proc as a proc mesh of one.
+    ``creator``.  ``proc`` is this actor's own proc as a proc mesh of one;
+    ``proc_mesh`` the proc mesh (as sliced) the actor was spawned on.
     """
 
     __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync",
-                 "host")
+                 "host", "_pm")
 
     def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
                  addr: str = "", host=None) -> None:
@@ -272,11 +272,48 @@ class ActorInstance:
         self.addr = addr      # this actor's socket: a sync actor must not wait on itself
         self.sync = False
         self.host = host      # the ActorHost running it (None for the client)
+        self._pm = None       # proc_mesh, once asked
 
     @property
     def proc(self):
         """This actor's proc, as a ProcMesh of one (``this_proc()``)."""
         return _state.this_proc()
+
+    @property
+    def proc_mesh(self):
+        """The proc mesh this actor was spawned on, as the spawner sliced it (its
+        ``rank`` is this actor's point in it); in the client, ``this_proc()``.  The
+        first read in a process that never saw that mesh asks its owner (a few ms)."""
+        pm = self._pm
+        if pm is None:
+            owner = getattr(self.host, "owner", None)
+            if owner is None or len(owner) < 3:
+                pm = _state.this_proc()
+            else:
+                pm = _state.proc_mesh_of(owner[2])
+            self._pm = pm
+        return pm
+
+    def stop(self, reason: str | None = None) -> None:
+        """Stop this actor gracefully (Monarch's): the messages already sent to it
+        are handled first, then ``__cleanup__(None)`` runs and every later call is
+        answered with ``MeshStoppedError``; its owner is not told of a failure.
+        Returns at once.  In the client it raises ``RuntimeError``."""
+        if self.host is None:
+            raise RuntimeError("stop() is for actors; the client is not an actor (use "
+                               "shutdown_context() to end the job)")
+        self.host.stop(reason)
+
+    def kill(self, reason: str | None = None) -> None:
+        """Fail this actor now without ``__cleanup__`` (Monarch's): its owner's
+        ``__supervise__`` (or the client's fault hook) gets a MeshFailure naming
+        ``reason`` and every later call is answered with ``SupervisionError``; the
+        endpoint that called it still finishes.  In the client it raises
+        ``RuntimeError``."""
+        if self.host is None:
+            raise RuntimeError("kill() is for actors; the client has no owner to report "
+                               "to (raise an exception or call sys.exit instead)")
+        self.host.kill(reason)
 
     def abort(self, reason: str | None = None) -> None:
         """Fail this actor now, as an unhandled error would (Monarch's semantics):

@@ -39,7 +39,8 @@ from monarch_cy._actor.model.routed import RoutedSend
 from monarch_cy._transport.current import current_node
 from monarch_cy._transport.protocol import pack_call
 
-__all__ = ["endpoint", "EndpointProperty", "Endpoint", "Accumulator", "send"]
+__all__ = ["endpoint", "EndpointProperty", "Endpoint", "Accumulator", "send", "NotAnEndpoint",
+           "as_endpoint", "EXPLICIT_PLAIN"]
 
 R = TypeVar("R")
 A = TypeVar("A")
@@ -346,6 +347,61 @@ class Endpoint(RoutedSend, Generic[P, R]):
 
     def __repr__(self):
         return f"<endpoint {self._mesh._name}.{self._name}>"
+
+
+#: The wire name of a plain method called through ``as_endpoint(...,
+#: explicit_response_port=True)`` is this prefix + its name (the actor then passes it
+#: a Port first, as to an explicit-port endpoint).
+EXPLICIT_PLAIN = "!"
+
+_ADVERBS = frozenset({"call", "call_one", "choose", "broadcast", "stream", "with_timeout"})
+
+
+class NotAnEndpoint:
+    """``mesh.method`` for a method of the actor class not marked ``@endpoint``
+    (Monarch's): calling it raises ``RuntimeError``; ``as_endpoint(mesh.method)`` makes
+    it an :class:`Endpoint`; an adverb on it raises ``AttributeError`` saying so."""
+
+    __slots__ = ("_ref", "_name")
+
+    def __init__(self, ref, name: str) -> None:
+        self._ref, self._name = ref, name
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            f"Actor {self._ref._cls_name}.{self._name} is not annotated as an endpoint. "
+            "To call it as one, add a @endpoint decorator to it, or directly wrap it in "
+            f"one as_endpoint(obj.method).call(...)")
+
+    def __getattr__(self, name: str):
+        if name in _ADVERBS:
+            raise AttributeError(
+                f"{self._ref._cls_name}.{self._name} is not an endpoint: decorate it with "
+                f"@endpoint, or call it through as_endpoint(mesh.{self._name}).{name}(...)")
+        raise AttributeError(name)
+
+    def __repr__(self):
+        return f"<not an endpoint {self._ref._name}.{self._name}>"
+
+
+def as_endpoint(not_an_endpoint: Any, *, propagate: Any = None,
+                explicit_response_port: bool = False) -> "Endpoint":
+    """``as_endpoint(mesh.method)``: a plain (non-``@endpoint``) method of a spawned
+    actor mesh, as an :class:`Endpoint` with every adverb (Monarch's).
+
+    The method runs as the actor's endpoints do, one message at a time; on an actor
+    whose endpoints are all ``def`` an ``async def`` method fails the call with
+    ``TypeError`` (the actor has no event loop).  ``explicit_response_port=True``: the
+    method gets a :class:`Port` first and answers through it.  ``propagate`` (the
+    tensor engine's shape propagation) is accepted and unused.  ``ValueError`` if
+    the argument is not a method of a spawned actor mesh.
+    """
+    if not isinstance(not_an_endpoint, NotAnEndpoint):
+        raise ValueError("expected an method of a spawned actor")
+    name = not_an_endpoint._name
+    explicit = bool(explicit_response_port)
+    return Endpoint(not_an_endpoint._ref, EXPLICIT_PLAIN + name if explicit else name,
+                    explicit)
 
 
 def _late_dead(node, port_id, collector, proc, addr) -> None:

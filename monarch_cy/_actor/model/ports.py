@@ -210,12 +210,29 @@ class Port(Generic[R]):
 
     ``send(value)`` is fire-and-forget and thread-safe; values from one sender arrive
     in the order sent.  ``exception(exc)`` delivers an error instead.
+
+    ``return_undeliverable`` (Monarch's flag, default True; settable, kept when the
+    port is pickled): whether a message that cannot be delivered goes back to its
+    sender.  monarch_cy never returns one: a send to a port that is closed (its
+    receiver closed or gone) is dropped, as Monarch does with ``False``.
     """
 
-    __slots__ = ("_addr", "_port_id", "_rank", "_key")
+    __slots__ = ("_addr", "_port_id", "_rank", "_key", "_return_undeliverable")
 
-    def __init__(self, addr, port_id, rank=None, key=None):
+    def __init__(self, addr, port_id, rank=None, key=None, return_undeliverable=True):
         self._addr, self._port_id, self._rank, self._key = addr, port_id, rank, key
+        self._return_undeliverable = return_undeliverable
+
+    @property
+    def return_undeliverable(self) -> bool:
+        """Whether an undeliverable message returns to its sender (default True)."""
+        return self._return_undeliverable
+
+    @return_undeliverable.setter
+    def return_undeliverable(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"return_undeliverable must be True or False, not {value!r}")
+        self._return_undeliverable = value
 
     def send(self, value: R) -> None:
         _state.get_node().reply(self._addr, self._port_id, self._rank, True, value,
@@ -227,39 +244,43 @@ class Port(Generic[R]):
 
     def __reduce__(self):
         return (_rebuild_port, (_state.job_tag(), self._addr, self._port_id, self._rank,
-                                self._key))
+                                self._key, self._return_undeliverable))
 
     def __repr__(self):
         return f"Port({self._addr!r}, {self._port_id})"
 
 
-def _rebuild_port(tag, addr, port_id, rank, key):
+def _rebuild_port(tag, addr, port_id, rank, key, return_undeliverable=True):
     _state.check_job(tag, "port")
-    return Port(addr, port_id, rank, key)
+    return Port(addr, port_id, rank, key, return_undeliverable)
 
 
 class PortReceiver(BaseCollector, Generic[R]):
     """Receiving end of a channel. ``recv()`` returns a Future of the next value, in
-    arrival order.  Errors sent with ``Port.exception`` raise from that future."""
+    arrival order.  Errors sent with ``Port.exception`` raise from that future.
+
+    ``ranked()`` is a receiver of the same channel whose ``recv()`` gives ``(rank,
+    value)``: the rank the sending actor had in the call whose port it answers
+    (``None`` for a plain ``Port.send`` of a channel port).  The two share one queue:
+    each value goes to whichever ``recv()`` asked first.
+    """
 
     def __init__(self, node, once: bool = False, ranked: bool = False):
         self._node = node
         self._ranked = ranked
-        self._items = deque()
-        self._waiters = deque()
+        self._items = deque()            # (rank, ok, value) not yet received
+        self._waiters = deque()          # (future, ranked) waiting for a value
         self._once = once
         self._lock = threading.Lock()
         self._port_id = node.register_port(self)
 
     def deliver(self, rank, ok, value) -> bool:
-        if ok and self._ranked:
-            value = (rank, value)
         with self._lock:
-            f = self._waiters.popleft() if self._waiters else None
-            if f is None:
-                self._items.append((ok, value))
-        if f is not None:
-            f._set_result(value) if ok else f._set_exception(_err(value))
+            w = self._waiters.popleft() if self._waiters else None
+            if w is None:
+                self._items.append((rank, ok, value))
+        if w is not None:
+            _resolve(w[0], w[1], rank, ok, value)
         return self._once
 
     def proc_failed(self, proc, cause) -> bool:
@@ -270,11 +291,17 @@ class PortReceiver(BaseCollector, Generic[R]):
         with self._lock:
             item = self._items.popleft() if self._items else None
             if item is None:
-                self._waiters.append(f)
+                self._waiters.append((f, self._ranked))
         if item is not None:
-            ok, value = item
-            f._set_result(value) if ok else f._set_exception(_err(value))
+            _resolve(f, self._ranked, *item)
         return f
+
+    def ranked(self) -> "PortReceiver[tuple[int, R]]":
+        """This channel's receiver giving ``(rank, value)`` (see the class docstring)."""
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)   # the same queue, lock and port
+        view._ranked = True
+        return view
 
     def __reduce__(self):
         raise TypeError("a PortReceiver stays in the process that opened its channel; "
@@ -283,6 +310,13 @@ class PortReceiver(BaseCollector, Generic[R]):
     def close(self) -> None:
         """Stop receiving; later sends to the port are dropped."""
         self._node.drop_port(self._port_id)
+
+
+def _resolve(f, ranked, rank, ok, value) -> None:
+    if not ok:
+        f._set_exception(_err(value))
+    else:
+        f._set_result((rank, value) if ranked else value)
 
 
 class Channel(Generic[R]):
@@ -299,6 +333,5 @@ class Channel(Generic[R]):
     def open_ranked(once: bool = False) -> "tuple[Port[R], PortReceiver[tuple[int, R]]]":
         """As :meth:`open`, but ``recv()`` gives ``(rank, value)``: the rank the
         sending actor had in the call whose port this is (None for a plain send)."""
-        node = _state.get_node()
-        recv = PortReceiver(node, once, ranked=True)
-        return Port(node.addr, recv._port_id, None, node.key), recv
+        port, recv = Channel.open(once)
+        return port, recv.ranked()

@@ -88,7 +88,9 @@ def test_exception_keeps_serving(echo):
 
 def test_non_endpoint_and_unknown(echo):
     with pytest.raises(AttributeError, match="not an endpoint"):
-        echo.plain
+        echo.plain.call          # Monarch's NotAnEndpoint: as_endpoint(echo.plain) calls it
+    with pytest.raises(RuntimeError, match="not annotated as an endpoint"):
+        echo.plain()
     with pytest.raises(AttributeError, match="has no endpoint 'nope'"):
         echo.nope
     with pytest.raises(TypeError, match="adverb"):
