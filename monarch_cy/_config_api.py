@@ -32,6 +32,7 @@ import threading
 from typing import Any, Callable, Dict, Iterator
 
 from monarch_cy import _config
+from monarch_cy._errors import ConfigValueError
 
 __all__ = ["ChannelTransport", "ConfigValueError", "Encoding", "KEYS", "MAPPED",
            "clear_runtime_config", "configure", "configured", "get_global_config",
@@ -63,10 +64,6 @@ class Encoding(enum.Enum):
     Bincode = "bincode"
     Json = "json"
     Multipart = "multipart"
-
-
-class ConfigValueError(TypeError, ValueError):
-    """A value of the wrong type, or out of range, for a configuration key."""
 
 
 # -- durations (humantime) -------------------------------------------------------------

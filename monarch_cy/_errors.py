@@ -40,6 +40,9 @@ __all__ = [
     "MeshIndexError",
     "ForeignJobError",
     "MachineError",
+    "ConfigValueError",
+    "ModuleNotProvidedError",
+    "NameNotProvidedError",
     "CollectiveError",
     "CollectiveTimeout",
     "GroupAbortedError",
@@ -239,7 +242,7 @@ class NcclUnavailable(MonarchCyError, RuntimeError):
 class ActorError(MonarchCyError):
     """An endpoint raised: carries the remote exception and its formatted traceback.
 
-    The actor that raised keeps serving; only this call failed.  The text follows
+    The actor that raised keeps serving; only this call failed.  The text is
     Monarch's: ``Actor call <mesh>.<endpoint> failed.`` then the remote traceback
     headed "Traceback of where the remote call failed".
 
@@ -259,8 +262,7 @@ class ActorError(MonarchCyError):
         self.actor = str(actor)
         self.rank = rank
         self.endpoint = str(endpoint)
-        where = f"{actor}[{rank}].{endpoint}" if actor and rank is not None else \
-            f"{actor}.{endpoint}" if actor else endpoint
+        where = f"{actor}.{endpoint}" if actor else endpoint
         self.message = f"Actor call {where} failed." if where else \
             "A remote actor call has failed."
         if exception is None:       # not picklable: the last traceback line names it
@@ -275,37 +277,63 @@ class ActorError(MonarchCyError):
                              self.endpoint))
 
 
+def _indent(text: str) -> str:
+    return "  " + str(text).rstrip("\n").replace("\n", "\n  ")
+
+
 class SupervisionError(MonarchCyError, RuntimeError):
     """An actor or its process failed (died, was stopped, or failed to start).
 
     Pending calls on a failed actor end with this error rather than hanging; later
-    calls raise it at once.  Base class of the supervision failures of issue 4.
+    calls raise it at once.  The text is Monarch's: ``The actor <who> and all its
+    descendants have failed:`` and the cause indented, preceded by ``Endpoint call
+    <mesh>.<endpoint>() failed, `` when a call raised it (``args`` is ``(that body,
+    "<mesh>.<endpoint>()")``, as Monarch's).
 
     Attributes: ``actor`` (mesh name), ``rank`` (rank of the failed actor or proc, or
-    None), ``cause`` (text: exit status, signal, or reason).
+    None), ``cause`` (text: exit status, signal, or reason), ``endpoint``
+    (``"<mesh>.<endpoint>()"`` of the call that raised it, or None; settable, as
+    Monarch's), ``who`` (how the failed actor is named in the text).
     """
 
-    def __init__(self, actor: str, rank, cause: str) -> None:
+    def __init__(self, actor: str, rank, cause: str, endpoint: str | None = None,
+                 who: str | None = None) -> None:
         self.actor = str(actor)
         self.rank = rank
         self.cause = str(cause)
-        super().__init__(self._text())
+        self.who = str(who) if who else (f"{self.actor}[{self.rank}]"
+                                          if self.rank is not None else self.actor)
+        super().__init__(self._text(), endpoint)
+        self.endpoint = endpoint
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.args[1] if len(self.args) > 1 else None
+
+    @endpoint.setter
+    def endpoint(self, value: str | None) -> None:
+        self.args = (self.args[0] if self.args else self._text(), value)
 
     def _text(self) -> str:
-        # Monarch's wording of a supervision event
-        who = f"{self.actor}[{self.rank}]" if self.rank is not None else self.actor
-        return f"The actor {who} and all its descendants have failed:\n  {self.cause}"
+        return f"The actor {self.who} and all its descendants have failed:\n" \
+               f"{_indent(self.cause)}"
+
+    def __str__(self) -> str:
+        body = self.args[0] if self.args else self._text()
+        ep = self.endpoint
+        return f"Endpoint call {ep} failed, {body}" if ep else body
 
     def __reduce__(self):
-        return (type(self), (self.actor, self.rank, self.cause))
+        return (type(self), (self.actor, self.rank, self.cause, self.endpoint, self.who))
 
 
 class MeshStoppedError(SupervisionError):
-    """The proc mesh was stopped; calls on it (or its actors) are refused."""
+    """The proc mesh (or the actor mesh) was stopped; calls on its actors are refused
+    (Monarch's text: ``Supervision event: actor <who> has status: stopped: ...``)."""
 
     def _text(self) -> str:
-        who = f"{self.actor}[{self.rank}]" if self.rank is not None else self.actor
-        return f"The actor {who} has status:\n  stopped: {self.cause}"
+        return f"Supervision event: actor {self.who} has status:\n" \
+               f"{_indent('stopped: ' + self.cause)}"
 
 
 class MeshIndexError(MonarchCyError, IndexError, ValueError):
@@ -434,8 +462,9 @@ class OwnerDiedError(SupervisionError):
     owner"``, ``rank`` None, ``cause`` says which process and why.
     """
 
-    def __init__(self, actor: str = "rdma-buffer owner", rank=None, cause: str = "") -> None:
-        super().__init__(actor, rank, cause)
+    def __init__(self, actor: str = "rdma-buffer owner", rank=None, cause: str = "",
+                 endpoint: str | None = None, who: str | None = None) -> None:
+        super().__init__(actor, rank, cause, endpoint, who)
 
 
 class RDMATcpFallbackWarning(UserWarning):
@@ -456,6 +485,23 @@ class MachineError(MonarchCyError, ValueError):
     no GPU found, or more ``--procs`` than GPUs when procs run on GPUs.  ``monarch-cy
     train`` exits 3 for it, 2 for every other ``ValueError`` of
     ``TrainConfig.validate``."""
+
+
+
+class ConfigValueError(MonarchCyError, TypeError, ValueError):
+    """A value of the wrong type, or out of range, for a configuration key
+    (``monarch_cy.config.configure``); a ``TypeError`` as Monarch raises, and a
+    ``ValueError``."""
+
+
+class ModuleNotProvidedError(MonarchCyError, ModuleNotFoundError):
+    """Under :mod:`monarch_cy.compat`: a ``monarch.*`` module that monarch_cy does not
+    provide (the message names it and points to docs/monarch-compat.md)."""
+
+
+class NameNotProvidedError(MonarchCyError, ImportError):
+    """Under :mod:`monarch_cy.compat`: ``from monarch.X import Y`` where monarch_cy
+    provides ``monarch.X`` but not ``Y`` (yet)."""
 
 
 # Every class's public face: tracebacks and pickles name the module users import it

@@ -19,6 +19,9 @@ public packages re-export their own (``monarch_cy.actor``, ``.rdma``,
     ├── MeshIndexError (IndexError, ValueError)
     ├── ForeignJobError (ValueError)    a handle from another job
     ├── MachineError (ValueError)       training options this machine cannot meet
+    ├── ConfigValueError (TypeError, ValueError)   a bad monarch_cy.config value
+    ├── ModuleNotProvidedError (ModuleNotFoundError), NameNotProvidedError
+    │   (ImportError)                   compat: a Monarch path or name not provided
     ├── RDMAError ── BufferDroppedError, RDMATimeoutError, BackendUnavailableError
     └── HostError ── HostUnreachableError, HostRefusedError, HostLostError,
                      SchedulerError
@@ -35,6 +38,7 @@ from monarch_cy._errors import (
     BufferDroppedError,
     CollectiveError,
     CollectiveTimeout,
+    ConfigValueError,
     ForeignJobError,
     GpuRuntimeError,
     GpuRuntimeUnavailable,
@@ -46,7 +50,9 @@ from monarch_cy._errors import (
     MachineError,
     MeshIndexError,
     MeshStoppedError,
+    ModuleNotProvidedError,
     MonarchCyError,
+    NameNotProvidedError,
     NcclError,
     NcclUnavailable,
     NoDeviceError,
@@ -87,6 +93,9 @@ __all__ = [
     "MeshIndexError",
     "ForeignJobError",
     "MachineError",
+    "ConfigValueError",
+    "ModuleNotProvidedError",
+    "NameNotProvidedError",
     "RDMAError",
     "BufferDroppedError",
     "RDMATimeoutError",

@@ -23,6 +23,8 @@ import sys
 import types
 import warnings
 
+from monarch_cy._errors import ModuleNotProvidedError, NameNotProvidedError
+
 __all__ = ["ALIASES", "SHIMS", "PREFER", "PACKAGES", "DEPRECATED", "ModuleNotProvidedError",
            "NameNotProvidedError", "module_paths", "not_provided", "make_shim", "DOC"]
 
@@ -140,15 +142,6 @@ PUBLIC = ("monarch", "monarch.actor", "monarch.rdma", "monarch.job", "monarch.jo
 def module_paths() -> list:
     """Every path resolved, sorted."""
     return sorted(set(ALIASES) | set(SHIMS) | set(PACKAGES))
-
-
-class ModuleNotProvidedError(ModuleNotFoundError):
-    """A ``monarch.*`` module that monarch_cy does not provide."""
-
-
-class NameNotProvidedError(ImportError):
-    """``from monarch.X import Y`` where monarch_cy provides ``monarch.X`` but not
-    ``Y`` (yet)."""
 
 
 def not_provided(fullname: str) -> ModuleNotProvidedError:

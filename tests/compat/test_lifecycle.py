@@ -53,7 +53,7 @@ def test_actor_mesh_stop_runs_sent_messages_then_cleanup_then_del(tmp_path):
         m = pm.spawn("life", Lifecycle, str(log))
         for i in range(10):
             m.work.broadcast(i)
-        assert m.stop().get(30) is None
+        assert m.stop().get(30) == ()
         assert _events(log) == [f"work {i}" for i in range(10)] + ["cleanup None", "del"]
         with pytest.raises(MeshStoppedError):
             m.work.call(0).get(10)

@@ -25,10 +25,12 @@ Vocabulary
   restart policy respawned it, within ``FAULT_GRACE_S`` (default 1 s,
   ``MONARCH_CY_FAULT_GRACE``) of the failure.  Otherwise
   ``monarch_cy.actor.unhandled_fault_hook(failure)`` runs, in a thread of its own
-  (a hook that blocks delays nothing else).  The default hook raises a
-  ``SupervisionError`` carrying the report in the controller's main thread (at its
-  next Python instruction: a main thread blocked in ``Future.get`` wakes at once).
-  Replace it by assignment: ``monarch_cy.actor.unhandled_fault_hook = fn``.
+  (a hook that blocks delays nothing else).  As in Monarch, the default hook calls
+  ``sys.exit(1)``, and a hook that raises leaves the fault unhandled: the report is
+  printed to stderr and the main thread gets a ``KeyboardInterrupt`` (at its next
+  Python instruction: a main thread blocked in ``Future.get`` wakes at once); a hook
+  that returns drops it.  Replace it by assignment:
+  ``monarch_cy.actor.unhandled_fault_hook = fn``.
   It runs exactly once per unhandled failure; failures still within their grace
   when the interpreter exits get it at exit (:func:`flush_at_exit`), before the
   procs are stopped, rather than being lost.
@@ -43,7 +45,6 @@ import time
 
 from monarch_cy import _config
 from monarch_cy._actor.base.failure import MeshFailure
-from monarch_cy._errors import SupervisionError
 from monarch_cy._transport.current import current_node
 
 __all__ = ["unhandled_fault_hook", "FAULT_GRACE_S", "client_failure", "has_pending",
@@ -58,29 +59,36 @@ FAULT_GRACE_S = _config.fault_grace()      # MONARCH_CY_FAULT_GRACE, read once
 def unhandled_fault_hook(failure: MeshFailure) -> None:
     """Called with a failure nobody handled (see the module docstring).
 
-    Default: raise ``SupervisionError`` with the report in the controller's main
-    thread.  Assign ``monarch_cy.actor.unhandled_fault_hook`` to change it.
+    Monarch's default: ``sys.exit(1)``.  A hook that raises (anything, ``SystemExit``
+    included) leaves the fault unhandled: the report is printed to stderr
+    (``Unhandled monarch error on the root actor, hostname=..., PID=... at time
+    ...:``) and the controller's main thread gets a ``KeyboardInterrupt`` (a program
+    that does not catch it exits 130).  A hook that returns drops the fault.  Assign
+    ``monarch_cy.actor.unhandled_fault_hook`` to change it.
     """
-    from monarch_cy._log import logger  # deferred: import time (logging)
-    logger("actor").error("unhandled failure: %s", failure.report())
-    _raise_in_main(failure)
+    sys.exit(1)
 
 
-def _raise_in_main(failure: MeshFailure) -> None:
-    import ctypes
+def _interrupt_main(failure: MeshFailure) -> None:
+    """The fault stays unhandled: print Monarch's report and interrupt the main
+    thread (it is the one that can finalize the interpreter)."""
+    import datetime  # deferred: import time (a fault is rare)
+    import os  # deferred: import time (as above)
+    import socket  # deferred: import time (as above)
+    message = (f"Unhandled monarch error on the root actor, hostname="
+               f"{socket.gethostname()}, PID={os.getpid()} at time "
+               f"{datetime.datetime.now()}:\n{failure.report()}\n")
+    try:
+        sys.stderr.write(message)
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - a closed stderr must not stop the interrupt
+        pass
+    import ctypes  # deferred: import time (a fault is rare)
     main = threading.main_thread()
     if not main.is_alive():
         return
-    args = (failure.mesh_name, failure.rank, failure.report())
-
-    def init(self):
-        SupervisionError.__init__(self, *args)
-    # PyThreadState_SetAsyncExc takes a class: make one that carries the report.
-    cls = type("SupervisionError", (SupervisionError,), {
-        "__init__": init, "__module__": SupervisionError.__module__,
-        "__reduce__": lambda self: (SupervisionError, args)})
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main.ident),
-                                               ctypes.py_object(cls))
+                                               ctypes.py_object(KeyboardInterrupt))
     node = current_node()
     if node is not None:
         node.wake_direct()      # a main thread blocked in Future.get() looks up
@@ -95,9 +103,8 @@ def _current_hook():
 def _run_hook(failure: MeshFailure) -> None:
     try:
         _current_hook()(failure)
-    except BaseException:
-        from monarch_cy._log import logger  # deferred: import time (logging)
-        logger("actor").exception("unhandled_fault_hook raised")
+    except BaseException:  # noqa: BLE001 - sys.exit included: the fault is unhandled
+        _interrupt_main(failure)
 
 
 # -- the client's side: grace, "seen", "recovered" ----------------------------

@@ -16,19 +16,22 @@ __all__ = ["MeshFailure"]
 class MeshFailure:
     """What an owner's ``__supervise__`` (or the fault hook) receives.
 
-    Attributes: ``mesh_name`` (the actor mesh, or the proc mesh for a proc
-    failure), ``ranks`` (tuple of failed ranks: the actor's rank in its mesh, or the
-    proc's rank in its proc mesh), ``cause`` (one line: exit code, signal name,
-    missed heartbeats, the exception), ``kind`` (``"proc"`` or ``"actor"``),
-    ``children`` (the unhandled child failures that caused this one).
-    ``report()`` is the full text (with the remote traceback when there is one);
-    ``str(failure)`` is the report.  Picklable.
+    Monarch's face: ``mesh_name``, ``mesh`` (None here), ``report()`` (``The actor
+    <who> and all its descendants have failed:`` and the cause, indented), and
+    ``str``/``repr`` ``MeshFailure(mesh_name=..., crashed_ranks=[...], event=Supervision
+    event: actor <who> failed: ...)``.  Ours besides: ``ranks`` (tuple of failed
+    ranks: the actor's rank in its mesh, or the proc's rank in its proc mesh;
+    ``crashed_ranks`` is the same as a list), ``rank`` (the first), ``cause`` (the
+    reason: exit status, signal, the remote traceback), ``kind`` (``"proc"`` or
+    ``"actor"``), ``details`` (more lines for the report), ``children`` (the unhandled
+    child failures that caused this one, in the report too).  Picklable.
     """
 
-    __slots__ = ("mesh_name", "ranks", "cause", "kind", "details", "children", "addrs")
+    __slots__ = ("mesh_name", "ranks", "cause", "kind", "details", "children", "addrs",
+                 "who")
 
     def __init__(self, mesh_name: str, ranks, cause: str, kind: str = "actor",
-                 details: str = "", children=(), addrs=()) -> None:
+                 details: str = "", children=(), addrs=(), who: str | None = None) -> None:
         self.mesh_name = str(mesh_name)
         self.ranks = tuple(ranks)
         self.cause = str(cause)
@@ -36,33 +39,52 @@ class MeshFailure:
         self.details = str(details)
         self.children = tuple(children)
         self.addrs = tuple(addrs)
+        self.who = str(who) if who else (f"{self.mesh_name}[{self.ranks[0]}]"
+                                          if self.ranks else self.mesh_name)
 
     @property
     def rank(self):
         """The first failed rank (or None)."""
         return self.ranks[0] if self.ranks else None
 
-    def report(self) -> str:
-        what = "proc mesh" if self.kind == "proc" else "actor mesh"
-        ranks = ", ".join(map(str, self.ranks))
-        out = f"{what} {self.mesh_name!r} rank(s) {ranks} failed: {self.cause}"
+    @property
+    def crashed_ranks(self) -> list:
+        return list(self.ranks)
+
+    @property
+    def mesh(self):
+        """Monarch's handle of the failed mesh; None here (use ``mesh_name``)."""
+        return None
+
+    def _cause_lines(self) -> str:
+        out = _indent(self.cause)
         if self.details:
-            out += "\n" + self.details.rstrip()
+            out += "\n" + _indent(self.details)
         for c in self.children:
             out += "\n  caused by: " + c.report().replace("\n", "\n  ")
         return out
 
-    def __str__(self) -> str:
-        return self.report()
+    def report(self) -> str:
+        """The user-readable report (Monarch's wording)."""
+        return f"The actor {self.who} and all its descendants have failed:\n" \
+               f"{self._cause_lines()}"
 
-    def __repr__(self) -> str:
-        return (f"MeshFailure(mesh_name={self.mesh_name!r}, ranks={self.ranks!r}, "
-                f"cause={self.cause!r})")
+    def __str__(self) -> str:
+        return (f"MeshFailure(mesh_name={self.mesh_name}, crashed_ranks="
+                f"{list(self.ranks)}, event=Supervision event: actor {self.who} "
+                f"failed:\n{self._cause_lines()})")
+
+    __repr__ = __str__
 
     def __reduce__(self):
         return (MeshFailure, (self.mesh_name, self.ranks, self.cause, self.kind,
-                              self.details, self.children, self.addrs))
+                              self.details, self.children, self.addrs, self.who))
 
     def error(self) -> SupervisionError:
-        """This failure as a :class:`SupervisionError` (actor, first rank, report)."""
-        return SupervisionError(self.mesh_name, self.rank, self.report())
+        """This failure as a :class:`SupervisionError` (actor, first rank, cause)."""
+        return SupervisionError(self.mesh_name, self.rank, self._cause_lines()[2:],
+                                who=self.who)
+
+
+def _indent(text: str) -> str:
+    return "  " + str(text).rstrip("\n").replace("\n", "\n  ")

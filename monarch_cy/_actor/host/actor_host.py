@@ -98,6 +98,13 @@ def _format(exc) -> str:
         return f"{type(exc).__qualname__}: <str() failed>\n"
 
 
+def _mesh_stop_text(reason: str) -> str:
+    """Why a stopped actor mesh's actors refuse calls (Monarch's words), with the
+    caller's reason when it gave one."""
+    text = "ActorMeshController received explicit stop request"
+    return text if reason in ("", "stopped by client") else f"{text} ({reason})"
+
+
 def _one_line(exc) -> str:
     try:
         text = str(exc)
@@ -113,10 +120,13 @@ _log = logger("actor")
 
 
 def _picklable(exc):
+    """``exc`` if the transport can carry it (its pickler: classes of the
+    controller's ``__main__`` travel by value), else None."""
     try:
-        pickle.loads(pickle.dumps(exc))
+        data, bufs = wire.dumps(exc)
+        wire.loads(data, bufs)
         return exc
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure means it cannot travel
         return None
 
 
@@ -132,6 +142,7 @@ class ActorHost:
         self._seen_sent = False
         self._bad_records = 0       # malformed messages dropped
         self.name = name
+        self.who = f"{name}[{rank.rank}]"   # in errors; Monarch's form once the class is known
         self.addr = addr
         self.rank = rank
         self.inst = ActorInstance(name, rank, proc_rank, f"{name}[{rank.rank}]", addr, self)
@@ -165,6 +176,7 @@ class ActorHost:
             with _DECODE_LOCK:
                 cls, args, kwargs = node.decode(*self._frames)
             self._frames = None
+            self.who = f"<root>.<{cls.__module__}.{cls.__qualname__} {self.name}{self.rank}>"
             eps, _ = endpoint_table(cls)
             interleave = getattr(cls, "_mcy_interleave", False)
             for ep_name, (explicit, asy) in eps.items():
@@ -389,13 +401,11 @@ class ActorHost:
         actor's SupervisionError when the actor failed."""
         tb = _format(e)
         if not port_id:
-            self._die(f"broadcast endpoint {method} raised {_one_line(e)} (nowhere to "
-                      "reply)", e, tb)
+            self._die(f"actor explicitly aborted due to: {tb}", e)  # broadcast: nowhere to reply
         elif explicit:
-            self._die(f"endpoint {method} (explicit response port) raised "
-                      f"{_one_line(e)}", e, tb)
+            self._die(f"actor explicitly aborted due to: {tb}", e)  # the port is the endpoint's
         elif not isinstance(e, Exception):
-            self._die(f"endpoint {method} raised {_one_line(e)}", e, tb)
+            self._die(f"actor explicitly aborted due to: {tb}", e)  # not an Exception
         else:
             err = ActorError(_picklable(e), tb, self.name, self.rank.rank, method)
             self.node.reply(raddr, port_id, rank, False, err, rkey)
@@ -413,11 +423,11 @@ class ActorHost:
         """This actor fails: ``__cleanup__(exc)``, then its owner hears of it."""
         if self.failed is not None:
             return
-        self.failed = SupervisionError(self.name, self.rank.rank, cause)
+        self.failed = SupervisionError(self.name, self.rank.rank, cause, who=self.who)
         if cleanup:
             self._cleanup(exc)
         self._report(MeshFailure(self.name, (self.rank.rank,), cause, "actor", details,
-                                 children, (self.addr,)))
+                                 children, (self.addr,), self.who))
 
     def _report(self, failure) -> None:
         owner = self.owner or ("client", getattr(self.node, "controller_addr", None)
@@ -462,7 +472,7 @@ class ActorHost:
             self._report(MeshFailure(self.name, (self.rank.rank,),
                                      f"child mesh {failure.mesh_name} failed after this "
                                      f"actor had failed ({self.failed.cause})", "actor",
-                                     "", (failure,), (self.addr,)))
+                                     "", (failure,), (self.addr,), self.who))
             return
         if port_id:
             self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
@@ -476,9 +486,9 @@ class ActorHost:
             if port_id:
                 self.node.reply(raddr, port_id, rank, True, True, rkey)
         elif method in ("__stop__", "__stop_mesh__"):
-            what = "proc mesh stopped" if method == "__stop__" else \
-                f"actor mesh stopped ({self.node.decode(data, extras)[0][0]})"
-            self.failed = MeshStoppedError(self.name, self.rank.rank, what)
+            what = "stopped by client" if method == "__stop__" else \
+                _mesh_stop_text(self.node.decode(data, extras)[0][0])
+            self.failed = MeshStoppedError(self.name, self.rank.rank, what, who=self.who)
             self._cleanup(None)
             if loop is not None:
                 # Async endpoints still running are cancelled (their callers get

@@ -23,17 +23,10 @@ __all__ = ["on_exit", "on_silent", "handle_supervise", "handle_seen", "maybe_res
 
 
 def describe_exit(code: int) -> str:
-    """A proc's exit status (``-N``: killed by signal N) in Monarch's wording, with
-    the signal's name added."""
+    """A proc's exit status (``-N``: killed by signal N) in Monarch's words."""
     if code < 0:
-        import signal  # deferred: import time (a failure is rare)
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = str(-code)
-        return (f"the process this actor was running on failed: Killed(sig={-code}) "
-                f"(signal {name})")
-    return f"the process this actor was running on failed: exited with non-zero code {code}"
+        return f"the process this actor was running on failed: Killed(sig={-code})"
+    return f"the process this actor was running on exited with non-zero code {code}"
 
 
 def _proc_down(node, proc, cause: str) -> None:

@@ -238,7 +238,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         """Stop these actors (not their procs): each one finishes the messages sent
         to it before this call, runs ``__cleanup__(None)``, drops its instance (so
         ``__del__`` runs) and answers every later call with ``MeshStoppedError``.
-        Returns a ``Future[None]`` resolved when every actor has stopped; non-blocking.
+        Returns a Future resolved (to ``()``, as Monarch's) when every actor has stopped; non-blocking.
         """
         out = Future._make(None)
         inner = Endpoint(self, "__stop_mesh__", False).call(str(reason))
@@ -246,7 +246,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         def done(f):
             exc = f.exception()
             if exc is None:
-                out._set_result(None)
+                out._set_result(())          # Monarch's stop() resolves to ()
             else:
                 out._set_exception(exc)
         inner.add_done_callback(done)

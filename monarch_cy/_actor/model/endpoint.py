@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from monarch_cy._actor.base.value_mesh import ValueMesh
 
 
-_EXT_NONE = pickle.dumps(((), ()), 5)      # `choose`: a 0-dimensional message_rank
 _make = Future._make
 _LOCAL = _state.local
 _get_node = _state.get_node
@@ -173,8 +172,8 @@ class Endpoint(RoutedSend, Generic[P, R]):
             node = _get_node()
         st = mesh._state
         if st is not None and st.stopped:
-            raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
-                                   "calls on it are refused")
+            raise MeshStoppedError(mesh._name, None, "stopped by client",
+                                   f"{mesh._name}.{self._name}()")
         procs = [mesh._procs[g] for g in granks]
         return node, procs, True
 
@@ -240,7 +239,8 @@ class Endpoint(RoutedSend, Generic[P, R]):
         granks = mesh._granks()
         node, procs, direct = self._prepare(granks)
         fut = Future._make(node if direct else None)
-        col = GatherCollector(fut, mesh._shape.extent, procs, mesh._name)
+        col = GatherCollector(fut, mesh._shape.extent, procs, mesh._name,
+                              f"{mesh._name}.{self._name}()")
         self._send(node, granks, procs, col, args, kwargs, direct=direct)
         return fut
 
@@ -260,26 +260,28 @@ class Endpoint(RoutedSend, Generic[P, R]):
             node = _get_node()
         st = mesh._state
         if st is not None and st.stopped:
-            raise MeshStoppedError(mesh._name, None, "its proc mesh was stopped; "
-                                   "calls on it are refused")
+            raise MeshStoppedError(mesh._name, None, "stopped by client",
+                                   f"{mesh._name}.{self._name}()")
         proc = mesh._procs[g]
         if cast_router.ROUTERS and node.is_controller and \
                 mesh._addrs[0] in cast_router.ROUTERS:       # cast down a tree before
             fut = _make(node)
-            self._send(node, (g,), (proc,), OneCollector(fut, proc, mesh._name, g), args,
+            self._send(node, (g,), (proc,), OneCollector(fut, proc, mesh._name, g,
+                                                         f"{mesh._name}.{self._name}()"), args,
                        kwargs, ext=ext)
             return fut
         dead = node.dead
         if dead and proc in dead:
             _seen(proc)
-            return Future._resolved(exc=SupervisionError(mesh._name, g, dead[proc]))
+            return Future._resolved(exc=SupervisionError(mesh._name, g, dead[proc],
+                                                         f"{mesh._name}.{self._name}()"))
         try:
             data, extras = node.encode((args, kwargs), (proc,))
         except TypeError as e:
             raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
                             f"sent: {e}") from e.__cause__
         fut = _make(node)
-        col = OneCollector(fut, proc, mesh._name, g)
+        col = OneCollector(fut, proc, mesh._name, g, f"{mesh._name}.{self._name}()")
         addr = mesh._addrs[g]
         inst = getattr(_LOCAL, "instance", None)
         if inst is not None and inst.sync and addr == inst.addr:
@@ -301,7 +303,11 @@ class Endpoint(RoutedSend, Generic[P, R]):
         mesh = self._mesh
         granks = mesh._granks()
         mesh._rr = (mesh._rr + 1) % len(granks)
-        return self._one(granks[mesh._rr], args, kwargs, _EXT_NONE)
+        ext = mesh.__dict__.get("_ext_one")
+        if ext is None:     # as Monarch: the chosen actor is rank 0 of a slice of one
+            labels = mesh._shape.labels
+            ext = mesh.__dict__["_ext_one"] = pickle.dumps((labels, (1,) * len(labels)), 5)
+        return self._one(granks[mesh._rr], args, kwargs, ext)
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         granks = self._mesh._granks()
@@ -326,7 +332,8 @@ class Endpoint(RoutedSend, Generic[P, R]):
         granks = mesh._granks()
         node, procs, direct = self._prepare(granks)
         futs = [Future._make(node if direct else None) for _ in granks]
-        self._send(node, granks, procs, StreamCollector(futs, procs, mesh._name),
+        self._send(node, granks, procs, StreamCollector(futs, procs, mesh._name,
+                                                        f"{mesh._name}.{self._name}()"),
                    args, kwargs, direct=direct)
         return iter(futs)
 
@@ -338,10 +345,10 @@ class Endpoint(RoutedSend, Generic[P, R]):
         fut = Future._make(node if direct else None)
         if merge is None:
             col = AccumCollector(fut, mesh._shape.extent, procs, mesh._name, identity,
-                                 combine)
+                                 combine, f"{mesh._name}.{self._name}()")
         else:
             col = ReduceCollector(fut, mesh._shape.extent, procs, mesh._name, identity,
-                                  combine, merge)
+                                  combine, merge, f"{mesh._name}.{self._name}()")
         self._send(node, granks, procs, col, args, kwargs, direct=direct, reduce=spec)
         return fut
 

@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from typing import Generic, TypeVar
 
-from monarch_cy._errors import SupervisionError
+from monarch_cy._errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.value_mesh import ValueMesh
@@ -38,36 +38,47 @@ __all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "GatherCollector",
 R = TypeVar("R")
 
 
-def _err(value):
-    return value if isinstance(value, BaseException) else RuntimeError(repr(value))
+def _err(value, call=None):
+    """A reply's error as the exception to raise; a SupervisionError names the call
+    that met it (Monarch's ``Endpoint call <mesh>.<endpoint>() failed, ...``)."""
+    if not isinstance(value, BaseException):
+        return RuntimeError(repr(value))
+    if call is not None and value.__class__ in _NAMED and value.endpoint is None:
+        value.endpoint = call
+    return value
+
+
+_NAMED = {SupervisionError, MeshStoppedError}
 
 
 class OneCollector(BaseCollector):
-    __slots__ = ("fut", "proc", "actor", "rank")
+    __slots__ = ("fut", "proc", "actor", "rank", "call")
 
-    def __init__(self, fut, proc, actor, rank):
+    def __init__(self, fut, proc, actor, rank, call=None):
         self.fut, self.proc, self.actor, self.rank = fut, proc, actor, rank
+        self.call = call          # "<mesh>.<endpoint>()": errors name it
 
     def deliver(self, rank, ok, value) -> bool:
         if ok:
             self.fut._set_result(value)
         else:
-            self.fut._set_exception(_err(value))
+            self.fut._set_exception(_err(value, self.call))
         return True
 
     def proc_failed(self, proc, cause) -> bool:
         if proc != self.proc:
             return False
-        self.fut._set_exception(SupervisionError(self.actor, self.rank, cause))
+        self.fut._set_exception(SupervisionError(self.actor, self.rank, cause, self.call))
         return True
 
 
 class GatherCollector(BaseCollector):
-    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got")
+    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got", "call")
     streaming = False          # nothing is resolved before the last reply
 
-    def __init__(self, fut, shape, procs, actor):
+    def __init__(self, fut, shape, procs, actor, call=None):
         self.fut, self.shape, self.procs, self.actor = fut, shape, procs, actor
+        self.call = call
         n = len(procs)
         self.values = [None] * n
         self.got = [False] * n
@@ -75,7 +86,7 @@ class GatherCollector(BaseCollector):
 
     def deliver(self, rank, ok, value) -> bool:
         if not ok:
-            self.fut._set_exception(_err(value))
+            self.fut._set_exception(_err(value, self.call))
             return True
         if not self.got[rank]:
             self.got[rank] = True
@@ -114,17 +125,18 @@ class GatherCollector(BaseCollector):
     def proc_failed(self, proc, cause) -> bool:
         for r, p in enumerate(self.procs):
             if p == proc and not self.got[r]:
-                self.fut._set_exception(SupervisionError(self.actor, r, cause))
+                self.fut._set_exception(SupervisionError(self.actor, r, cause, self.call))
                 return True
         return False
 
 
 class StreamCollector(BaseCollector):
-    __slots__ = ("futs", "next", "procs", "actor", "got")
+    __slots__ = ("futs", "next", "procs", "actor", "got", "call")
     streaming = True
 
-    def __init__(self, futs, procs, actor):
+    def __init__(self, futs, procs, actor, call=None):
         self.futs, self.procs, self.actor = futs, procs, actor
+        self.call = call
         self.next = 0
         self.got = [False] * len(procs)
 
@@ -135,7 +147,7 @@ class StreamCollector(BaseCollector):
         if ok:
             f._set_result(value)
         else:
-            f._set_exception(_err(value))
+            f._set_exception(_err(value, self.call))
         return self.next == len(self.futs)
 
     def proc_failed(self, proc, cause) -> bool:
@@ -144,15 +156,15 @@ class StreamCollector(BaseCollector):
                 self.got[r] = True
                 f = self.futs[self.next]
                 self.next += 1
-                f._set_exception(SupervisionError(self.actor, r, cause))
+                f._set_exception(SupervisionError(self.actor, r, cause, self.call))
         return self.next == len(self.futs)
 
 
 class AccumCollector(GatherCollector):
     __slots__ = ("acc", "combine")
 
-    def __init__(self, fut, shape, procs, actor, identity, combine):
-        super().__init__(fut, shape, procs, actor)
+    def __init__(self, fut, shape, procs, actor, identity, combine, call=None):
+        super().__init__(fut, shape, procs, actor, call)
         self.acc, self.combine = identity, combine
 
     def deliver_batch(self, items) -> tuple[int, bool]:
@@ -160,7 +172,7 @@ class AccumCollector(GatherCollector):
 
     def deliver(self, rank, ok, value) -> bool:
         if not ok:
-            self.fut._set_exception(_err(value))
+            self.fut._set_exception(_err(value, self.call))
             return True
         if self.got[rank]:
             return False
@@ -189,8 +201,8 @@ class ReduceCollector(AccumCollector):
 
     __slots__ = ("merge",)
 
-    def __init__(self, fut, shape, procs, actor, identity, combine, merge):
-        super().__init__(fut, shape, procs, actor, identity, combine)
+    def __init__(self, fut, shape, procs, actor, identity, combine, merge, call=None):
+        super().__init__(fut, shape, procs, actor, identity, combine, call)
         self.merge = merge
 
     def deliver_partial(self, ranks, value) -> bool:

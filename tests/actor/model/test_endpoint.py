@@ -38,7 +38,7 @@ def test_current_rank_is_the_rank_in_the_callers_slice(echo):
     assert sub.message_rank.call().get(10).values() == [(0, {"gpus": 0}, {"gpus": 2}),
                                                          (1, {"gpus": 1}, {"gpus": 2})]
     assert [w[1] for w in sub.whoami.call().get(10).values()] == [1, 3]
-    assert echo.message_rank.choose().get(10) == (0, {}, {})
+    assert echo.message_rank.choose().get(10) == (0, {"gpus": 0}, {"gpus": 1})
 
 
 def test_choose_spreads(echo):
