@@ -232,5 +232,5 @@ def host_mesh(hosts: list):
         else:
             fut._set_result(True)
     threading.Thread(target=watch, daemon=True, name="monarch_cy-attach").start()
-    hm.initialized = fut
+    hm._record.ready = fut
     return hm

@@ -32,13 +32,15 @@ __all__ = ["HostMesh", "this_host"]
 
 class _HostRecord:
     """What an owned host mesh and its slices share: the proc meshes spawned from
-    them (for ``stop``/``shutdown``) and whether it was shut down."""
+    them (for ``stop``/``shutdown``), whether it was shut down, and the Future of its
+    hosts being up (``attach_to_workers`` sets it; None: up already)."""
 
-    __slots__ = ("meshes", "down")
+    __slots__ = ("meshes", "down", "ready")
 
     def __init__(self) -> None:
         self.meshes = []
         self.down = False
+        self.ready = None
 
 
 class HostMesh(MeshTrait):
@@ -69,10 +71,11 @@ class HostMesh(MeshTrait):
 
     @property
     def initialized(self) -> Future:
-        """A Future of ``True``: the hosts were usable (spawn_procs waits for remote
-        hosts' agents itself).  ``RuntimeError`` once the mesh was shut down."""
-        self._live()
-        return Future._resolved(True)
+        """A Future of ``True`` once the hosts are usable (at once for this host;
+        for attached hosts when their agents answered; spawn_procs waits for them
+        itself).  ``RuntimeError`` once the mesh was shut down."""
+        ready = self._live().ready
+        return ready if ready is not None else Future._resolved(True)
 
     def _stop_all(self, what: str, down: bool) -> Future:
         if not self._owned or (self._hosts is None and not _state.get_node().is_controller):
