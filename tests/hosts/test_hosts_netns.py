@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from _hosts_support import TIMEOUT, pid_alive, wait_gone
 
 
@@ -49,10 +51,19 @@ def test_controller_death_makes_agents_clean_up(hosts3):
     assert all(a.poll() is None for a in hosts3.agents)
 
 
-def test_host_vanishing_during_spawn(hosts3):
+@pytest.mark.parametrize("known_before_spawn", [False, True],
+                         ids=["lost-during-spawn", "lost-before-spawn"])
+def test_host_vanishing_during_spawn(hosts3, known_before_spawn):
+    """Whether the loss is known before the spawn (the spawn fails at once) or comes
+    after it (the call fails), the program is told by a SupervisionError; a loss
+    the program had not seen within the grace went to the fault hook, once."""
     res, _ = hosts3.run("vanish", {"victim": 1, "timeout_s": TIMEOUT,
-                                   "agent_pid": _agent_pid(hosts3, 1)})
+                                   "agent_pid": _agent_pid(hosts3, 1),
+                                   "known_before_spawn": known_before_spawn})
     assert "lost" in res["error"] or "not available" in res["error"], res
+    if known_before_spawn:
+        assert "cannot spawn" in res["error"], res
+        assert len(res["hooked"]) == 1 and "Killed(sig=9)" in res["hooked"][0], res
 
 
 def test_agent_address_that_does_not_answer(hosts3):

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 from monarch_cy._checks import check_timeout
 from monarch_cy._errors import ForeignJobError, MeshStoppedError, SupervisionError
+from monarch_cy._actor.base import client_faults
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
 from monarch_cy._actor.base.future import Future
@@ -99,8 +100,10 @@ class ProcMesh(MeshTrait):
         granks = self._shape.global_ranks()
         procs = [self._procs[g] for g in granks]
         for p in procs:
-            if p.key in node.dead:
-                raise SupervisionError(name, p.rank, f"cannot spawn: {node.dead[p.key]}")
+            why = node.dead.get(p.key)
+            if why is not None:
+                client_faults.note_seen(p.key)      # the program is told of it here
+                raise SupervisionError(name, p.rank, f"cannot spawn: {why}")
         keys = [p.key for p in procs]
         try:
             data, extras = node.encode((cls, args, kwargs), keys)

@@ -99,6 +99,25 @@ def test_silent_proc_is_failed_and_killed(how, hook):
     pm.stop().get(10)
 
 
+def test_spawn_on_a_dead_proc_fails_at_once_and_counts_as_seen(hook):
+    """A spawn that finds a proc already dead raises SupervisionError: the program
+    was told, so the fault hook is not called for that proc."""
+    from monarch_cy._actor.base.state import get_node
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    m = pm.spawn("before", Victim)
+    pid = m.slice(gpus=1).pid.call_one().get(10)
+    key = pm._procs[1].key
+    os.kill(pid, signal.SIGKILL)
+    assert _wait(lambda: key in get_node().dead, 0.8), "the death was not noticed"
+    with pytest.raises(SupervisionError, match="cannot spawn") as ei:
+        pm.spawn("after", Victim)
+    assert ei.value.rank == 1 and "Killed(sig=9)" in str(ei.value)
+    assert pm.slice(gpus=0).spawn("healthy", Victim).ping.call_one(2).get(10) == 2
+    time.sleep(1.3)
+    assert not hook, "a failure the program saw reached the hook"
+    pm.stop().get(10)
+
+
 def test_unseen_failure_reaches_hook_with_report(hook):
     pm = this_host().spawn_procs(per_host={"gpus": 2}, name="hooked")
     m = pm.spawn("h", Victim)
