@@ -251,6 +251,12 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
     _V("MONARCH_CY_FAULT_GRACE", "seconds0", 1.0, USER,
        "Seconds the client has to see or recover a failure before `unhandled_fault_hook` "
        "runs; read once, when the actor runtime is imported."),
+    _V("MONARCH_CY_FAULT_HOOK_SKIPS_SEEN", "flag", False, USER,
+       "`1`: a client-owned failure the program already saw (a call on it raised "
+       "`SupervisionError`) does not reach `unhandled_fault_hook` (monarch_cy's rule); "
+       "`0` (Monarch's): every failure does. The default of "
+       "`monarch_cy.actor.fault_hook_skips_seen`, read when the actor runtime is "
+       "imported."),
     _V("MONARCH_CY_LOG_LEVEL", "choice", None, USER,
        "Level of the `monarch_cy` loggers (the runtime's own messages). Unset: warnings "
        "and errors reach stderr through `logging`'s last-resort handler, or through your "
@@ -455,6 +461,10 @@ def supervise_timeout() -> float:
 
 def fault_grace() -> float:
     return get("MONARCH_CY_FAULT_GRACE")
+
+
+def fault_hook_skips_seen() -> bool:
+    return get("MONARCH_CY_FAULT_HOOK_SKIPS_SEEN")
 
 
 def log_level() -> str | None:

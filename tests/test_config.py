@@ -50,6 +50,7 @@ ACCESSORS = {
     _config.cast_fanout: ("CAST_FANOUT", 16, " 4 ", 4),
     _config.supervise_timeout: ("SUPERVISE_TIMEOUT", 10.0, "0.5", 0.5),
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),
+    _config.fault_hook_skips_seen: ("FAULT_HOOK_SKIPS_SEEN", False, "1", True),
     _config.log_level: ("LOG_LEVEL", None, " Debug ", "debug"),
     _config.rank: ("RANK", None, "5", 5),
     _config.world_size: ("WORLD_SIZE", None, "8", 8),

@@ -7,7 +7,8 @@ layer (``attach_to_workers``) and ``ChannelTransport`` are imported on first use
 """
 
 from monarch_cy._errors import ActorError, MeshIndexError, MeshStoppedError, SupervisionError
-from monarch_cy._actor.base.client_faults import unhandled_fault_hook
+from monarch_cy._actor.base.client_faults import (fault_hook_skips_seen,
+                                                  unhandled_fault_hook)
 from monarch_cy._actor.base.failure import MeshFailure
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.returns_future import returns_future
@@ -70,6 +71,7 @@ __all__ = [
     "this_host",
     "this_proc",
     "unhandled_fault_hook",
+    "fault_hook_skips_seen",
 ]
 
 

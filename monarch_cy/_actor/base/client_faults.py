@@ -19,11 +19,14 @@ Vocabulary
   no ``__supervise__`` or one that does not return within ``supervise_timeout()``
   fails the owner in turn (its failure names the child's), which reaches *its*
   owner, and so on.
-* The client handles a failure when (a) the program *saw* it: some call on the
-  failed proc or actor raised ``SupervisionError`` (pending when it failed, or made
-  later), or (b) the program called ``respawn`` or ``stop`` on its proc mesh, or a
-  restart policy respawned it, within ``FAULT_GRACE_S`` (default 1 s,
-  ``MONARCH_CY_FAULT_GRACE``) of the failure.  Otherwise
+* The client handles a failure when the program called ``respawn`` or ``stop`` on
+  its proc mesh, or a restart policy respawned it, within ``FAULT_GRACE_S`` (default
+  1 s, ``MONARCH_CY_FAULT_GRACE``) of the failure (neither exists in Monarch, so a
+  Monarch program never does either).  With ``monarch_cy.actor.fault_hook_skips_seen
+  = True`` (monarch_cy's opt-in; ``MONARCH_CY_FAULT_HOOK_SKIPS_SEEN=1``) it also
+  handles one the program *saw*: some call on the failed proc or actor raised
+  ``SupervisionError`` (pending when it failed, or made later).  By default, as in
+  Monarch, a failure the program saw still reaches the hook.  Otherwise
   ``monarch_cy.actor.unhandled_fault_hook(failure)`` runs, in a thread of its own
   (a hook that blocks delays nothing else).  As in Monarch, the default hook calls
   ``sys.exit(1)``, and a hook that raises leaves the fault unhandled: the report is
@@ -47,11 +50,15 @@ from monarch_cy import _config
 from monarch_cy._actor.base.failure import MeshFailure
 from monarch_cy._transport.current import current_node
 
-__all__ = ["unhandled_fault_hook", "FAULT_GRACE_S", "client_failure", "has_pending",
-           "note_seen",
+__all__ = ["unhandled_fault_hook", "fault_hook_skips_seen", "FAULT_GRACE_S",
+           "client_failure", "has_pending", "note_seen",
            "forget_seen", "note_recovered", "flush_at_exit", "HOOK_CALLS"]
 
 FAULT_GRACE_S = _config.fault_grace()      # MONARCH_CY_FAULT_GRACE, read once
+
+#: monarch_cy's opt-in: a failure the program saw as a ``SupervisionError`` is handled
+#: (does not reach the hook).  Assign ``monarch_cy.actor.fault_hook_skips_seen``.
+fault_hook_skips_seen: bool = _config.fault_hook_skips_seen()
 
 
 # -- the default hook ---------------------------------------------------------
@@ -94,6 +101,12 @@ def _interrupt_main(failure: MeshFailure) -> None:
         node.wake_direct()      # a main thread blocked in Future.get() looks up
 
 
+def _skips_seen() -> bool:
+    mod = sys.modules.get("monarch_cy.actor")
+    return bool(getattr(mod, "fault_hook_skips_seen", fault_hook_skips_seen)
+                if mod is not None else fault_hook_skips_seen)
+
+
 def _current_hook():
     mod = sys.modules.get("monarch_cy.actor")
     hook = getattr(mod, "unhandled_fault_hook", None) if mod is not None else None
@@ -123,14 +136,17 @@ HOOK_CALLS = []              # (time, failure): for tests and diagnostics (bound
 
 
 def client_failure(node, failure: MeshFailure, keys, state=None,
-                   handled: bool = False) -> None:
+                   handled: bool = False, seen: bool = False) -> None:
     """Register a failure owned by the client; the hook runs after the grace unless
-    it is handled meanwhile.  ``keys``: proc keys / actor addresses whose failing
-    calls count as the program having seen it.  Thread-safe."""
+    it is handled meanwhile.  ``handled``: a restart policy took it; ``seen``: a
+    pending call already failed with it.  ``keys``: proc keys / actor addresses
+    whose failing calls count as the program having seen it (only with
+    ``fault_hook_skips_seen``).  Thread-safe."""
     now = time.monotonic()
     keys = frozenset(keys)
     with _lock:
-        if any(now - _seen_recent.get(k, -1e9) < FAULT_GRACE_S + 1 for k in keys):
+        if _skips_seen() and (seen or any(
+                now - _seen_recent.get(k, -1e9) < FAULT_GRACE_S + 1 for k in keys)):
             handled = True
         p = _Pending(failure, keys, state, handled)
         _pending.append(p)
@@ -145,6 +161,8 @@ def has_pending() -> bool:
 
 def note_seen(key) -> None:
     """A call on ``key`` (proc key or actor address) raised SupervisionError."""
+    if not _skips_seen():
+        return
     with _lock:
         _seen_recent[key] = time.monotonic()
         if len(_seen_recent) > 4096:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from monarch_cy._errors import SupervisionError
 
-__all__ = ["MeshFailure"]
+__all__ = ["MeshFailure", "actor_who"]
 
 
 class MeshFailure:
@@ -84,6 +84,13 @@ class MeshFailure:
         """This failure as a :class:`SupervisionError` (actor, first rank, cause)."""
         return SupervisionError(self.mesh_name, self.rank, self._cause_lines()[2:],
                                 who=self.who)
+
+
+def actor_who(cls_path: str, mesh_name: str, point, owner: str = "<root>") -> str:
+    """How Monarch names one actor in failure texts: ``<root>.<module.Class
+    name{'gpus': 1/2}>`` (``point`` is the actor's :class:`Point` in its mesh; an
+    actor spawned by another actor gets that actor's name, ``owner``, in front)."""
+    return f"{owner}.<{cls_path} {mesh_name}{point!r}>"
 
 
 def _indent(text: str) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pickle
 
 from monarch_cy._actor.base import client_faults, state as _state
-from monarch_cy._actor.base.failure import MeshFailure
+from monarch_cy._actor.base.failure import MeshFailure, actor_who
+from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.meshes import respawn
 from monarch_cy._actor.meshes.proc_state import addrs_on, broadcast_dead
 from monarch_cy._actor.model.actor import post_to
@@ -43,15 +44,28 @@ def _proc_down(node, proc, cause: str) -> None:
     if st.stopped:
         return
     st.failed_ranks.add(proc.rank)
-    names = [rec.name for rec in st.meshes if proc.rank in rec.where]
+    on_it = [rec for rec in st.meshes if proc.rank in rec.where]
     failure = MeshFailure(
         st.name, (proc.rank,), cause, "proc",
-        f"actor meshes on it: {', '.join(names) or 'none'}", addrs=(proc.key,))
+        f"actor meshes on it: {', '.join(r.name for r in on_it) or 'none'}",
+        addrs=(proc.key,))
     handled = maybe_restart(node, st, failure)
     if st.supervisor is not None and not handled:
         post_to(node, st.supervisor, "__supervise__", failure)   # the asking actor's
         return
-    client_faults.client_failure(node, failure, (proc.key,), st, handled or ended > 0)
+    # The client hears of it as Monarch's does: once per actor mesh on the proc,
+    # named as that mesh's actor (once for the proc mesh when it holds none).
+    for f in [_mesh_failure(rec, proc, cause) for rec in on_it] or [failure]:
+        client_faults.client_failure(node, f, (proc.key,) + f.addrs, st, handled,
+                                     ended > 0)
+
+
+def _mesh_failure(rec, proc, cause: str) -> MeshFailure:
+    """The failure of actor mesh ``rec``'s actor on ``proc`` (which died)."""
+    addr, rank = rec.where[proc.rank]
+    who = actor_who(f"{rec.cls.__module__}.{rec.cls.__qualname__}", rec.name,
+                    Point(rank, Extent(rec.labels, rec.sizes)))
+    return MeshFailure(rec.name, (rank,), cause, "proc", addrs=(addr,), who=who)
 
 
 def maybe_restart(node, st, failure) -> bool:

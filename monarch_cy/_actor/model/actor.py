@@ -15,6 +15,7 @@ import pickle
 from typing import Generic, TypeVar
 
 from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.base.failure import actor_who
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import Extent, MeshTrait, Point, Shape
 from monarch_cy._actor.model.endpoint import Endpoint, EndpointProperty, NotAnEndpoint
@@ -140,12 +141,13 @@ def _mesh_class(endpoints) -> type:
     return cls
 
 
-def _rebuild_actor_mesh(name, cls_name, endpoints, plain, addrs, procs, shape, full):
+def _rebuild_actor_mesh(name, cls_name, endpoints, plain, addrs, procs, shape, full,
+                        who_base=None):
     state = None
     home = _state.ACTOR_HOME.get(addrs[0]) if addrs else None
     if home is not None:
         state = home[0]
-    m = ActorMesh(name, cls_name, endpoints, plain, addrs, procs, shape, state)
+    m = ActorMesh(name, cls_name, endpoints, plain, addrs, procs, shape, state, who_base)
     if not full:
         m._set_sliced()
     return m
@@ -164,9 +166,13 @@ class ActorMesh(MeshTrait, Generic[A]):
         return object.__new__(_mesh_class(endpoints) if cls is ActorMesh else cls)
 
     def __init__(self, name, cls_name, endpoints, plain, addrs, procs, shape,
-                 state=None) -> None:
+                 state=None, who_base=None) -> None:
         if isinstance(cls_name, type):
+            who_base = (f"{cls_name.__module__}.{cls_name.__qualname__}",
+                        shape.extent)
             cls_name = cls_name.__qualname__
+        # (module.Class, the extent as spawned): failure texts name an actor by it
+        self._who_base = who_base
         self._name = name
         self._cls_name = cls_name
         self._endpoints = endpoints
@@ -193,7 +199,7 @@ class ActorMesh(MeshTrait, Generic[A]):
 
     def _new_with_shape(self, shape: Shape) -> "ActorMesh":
         m = ActorMesh(self._name, self._cls_name, self._endpoints, self._plain,
-                      self._addrs, self._procs, shape, self._state)
+                      self._addrs, self._procs, shape, self._state, self._who_base)
         m._set_sliced()
         return m
 
@@ -219,7 +225,20 @@ class ActorMesh(MeshTrait, Generic[A]):
     def __reduce__(self):
         return (_rebuild_actor_mesh, (self._name, self._cls_name, self._endpoints,
                                       self._plain, self._addrs, self._procs, self._shape,
-                                      self._full))
+                                      self._full, self._who_base))
+
+    def _who(self, g: int) -> str:
+        """Monarch's name, in failure texts, of the actor at rank ``g`` of the mesh as
+        spawned (``<root>.<module.Class name{'gpus': 1/2}>``), or ``name[g]`` when
+        the class is not known here."""
+        base = self._who_base
+        if base is None:
+            return f"{self._name}[{g}]"
+        return actor_who(base[0], self._name, Point(g, base[1]))
+
+    def _who_local(self, rank: int) -> str:
+        """As :meth:`_who`, for rank ``rank`` of this slice."""
+        return self._who(self._granks()[rank])
 
     def __repr__(self):
         sizes = dict(zip(self._shape.labels, self._shape.sizes))

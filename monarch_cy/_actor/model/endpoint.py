@@ -240,7 +240,7 @@ class Endpoint(RoutedSend, Generic[P, R]):
         node, procs, direct = self._prepare(granks)
         fut = Future._make(node if direct else None)
         col = GatherCollector(fut, mesh._shape.extent, procs, mesh._name,
-                              f"{mesh._name}.{self._name}()")
+                              f"{mesh._name}.{self._name}()", mesh._who_local)
         self._send(node, granks, procs, col, args, kwargs, direct=direct)
         return fut
 
@@ -267,21 +267,24 @@ class Endpoint(RoutedSend, Generic[P, R]):
                 mesh._addrs[0] in cast_router.ROUTERS:       # cast down a tree before
             fut = _make(node)
             self._send(node, (g,), (proc,), OneCollector(fut, proc, mesh._name, g,
-                                                         f"{mesh._name}.{self._name}()"), args,
+                                                         f"{mesh._name}.{self._name}()",
+                                                         mesh._who), args,
                        kwargs, ext=ext)
             return fut
         dead = node.dead
         if dead and proc in dead:
             _seen(proc)
             return Future._resolved(exc=SupervisionError(mesh._name, g, dead[proc],
-                                                         f"{mesh._name}.{self._name}()"))
+                                                         f"{mesh._name}.{self._name}()",
+                                                         mesh._who(g)))
         try:
             data, extras = node.encode((args, kwargs), (proc,))
         except TypeError as e:
             raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
                             f"sent: {e}") from e.__cause__
         fut = _make(node)
-        col = OneCollector(fut, proc, mesh._name, g, f"{mesh._name}.{self._name}()")
+        col = OneCollector(fut, proc, mesh._name, g, f"{mesh._name}.{self._name}()",
+                           mesh._who)
         addr = mesh._addrs[g]
         inst = getattr(_LOCAL, "instance", None)
         if inst is not None and inst.sync and addr == inst.addr:
@@ -333,7 +336,8 @@ class Endpoint(RoutedSend, Generic[P, R]):
         node, procs, direct = self._prepare(granks)
         futs = [Future._make(node if direct else None) for _ in granks]
         self._send(node, granks, procs, StreamCollector(futs, procs, mesh._name,
-                                                        f"{mesh._name}.{self._name}()"),
+                                                        f"{mesh._name}.{self._name}()",
+                                                        mesh._who_local),
                    args, kwargs, direct=direct)
         return iter(futs)
 

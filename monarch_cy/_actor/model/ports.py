@@ -51,12 +51,19 @@ def _err(value, call=None):
 _NAMED = {SupervisionError, MeshStoppedError}
 
 
-class OneCollector(BaseCollector):
-    __slots__ = ("fut", "proc", "actor", "rank", "call")
+def _failed(actor, rank, cause, call, who) -> SupervisionError:
+    """A proc's death as the call's error; ``who(rank)`` names the actor (Monarch's
+    ``<root>.<module.Class mesh{point}>``) where the caller knows its class."""
+    return SupervisionError(actor, rank, cause, call, who(rank) if who else None)
 
-    def __init__(self, fut, proc, actor, rank, call=None):
+
+class OneCollector(BaseCollector):
+    __slots__ = ("fut", "proc", "actor", "rank", "call", "who")
+
+    def __init__(self, fut, proc, actor, rank, call=None, who=None):
         self.fut, self.proc, self.actor, self.rank = fut, proc, actor, rank
         self.call = call          # "<mesh>.<endpoint>()": errors name it
+        self.who = who            # rank -> the actor's name in failure texts
 
     def deliver(self, rank, ok, value) -> bool:
         if ok:
@@ -68,17 +75,18 @@ class OneCollector(BaseCollector):
     def proc_failed(self, proc, cause) -> bool:
         if proc != self.proc:
             return False
-        self.fut._set_exception(SupervisionError(self.actor, self.rank, cause, self.call))
+        self.fut._set_exception(_failed(self.actor, self.rank, cause, self.call,
+                                        self.who))
         return True
 
 
 class GatherCollector(BaseCollector):
-    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got", "call")
+    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got", "call", "who")
     streaming = False          # nothing is resolved before the last reply
 
-    def __init__(self, fut, shape, procs, actor, call=None):
+    def __init__(self, fut, shape, procs, actor, call=None, who=None):
         self.fut, self.shape, self.procs, self.actor = fut, shape, procs, actor
-        self.call = call
+        self.call, self.who = call, who
         n = len(procs)
         self.values = [None] * n
         self.got = [False] * n
@@ -125,18 +133,19 @@ class GatherCollector(BaseCollector):
     def proc_failed(self, proc, cause) -> bool:
         for r, p in enumerate(self.procs):
             if p == proc and not self.got[r]:
-                self.fut._set_exception(SupervisionError(self.actor, r, cause, self.call))
+                self.fut._set_exception(_failed(self.actor, r, cause, self.call,
+                                                self.who))
                 return True
         return False
 
 
 class StreamCollector(BaseCollector):
-    __slots__ = ("futs", "next", "procs", "actor", "got", "call")
+    __slots__ = ("futs", "next", "procs", "actor", "got", "call", "who")
     streaming = True
 
-    def __init__(self, futs, procs, actor, call=None):
+    def __init__(self, futs, procs, actor, call=None, who=None):
         self.futs, self.procs, self.actor = futs, procs, actor
-        self.call = call
+        self.call, self.who = call, who
         self.next = 0
         self.got = [False] * len(procs)
 
@@ -156,7 +165,7 @@ class StreamCollector(BaseCollector):
                 self.got[r] = True
                 f = self.futs[self.next]
                 self.next += 1
-                f._set_exception(SupervisionError(self.actor, r, cause, self.call))
+                f._set_exception(_failed(self.actor, r, cause, self.call, self.who))
         return self.next == len(self.futs)
 
 

@@ -48,10 +48,16 @@ def hook(monkeypatch):
     return got
 
 
+@pytest.fixture
+def skips_seen(monkeypatch):
+    """monarch_cy's opt-in: failures the program saw do not reach the hook."""
+    monkeypatch.setattr(api, "fault_hook_skips_seen", True)
+
+
 @pytest.mark.parametrize("how,cause", [("SIGKILL", "failed: Killed(sig=9)"),
                                        ("exit", "exited with non-zero code 5"),
                                        ("segv", "failed: Killed(sig=11)")])
-def test_death_fails_pending_calls_within_a_second(how, cause, hook):
+def test_death_fails_pending_calls_within_a_second(how, cause, hook, skips_seen):
     pm = this_host().spawn_procs(per_host={"gpus": 2})
     m = pm.spawn("victims", Victim)
     killer = pm.spawn("killer", Victim)      # same procs, its own thread
@@ -99,9 +105,9 @@ def test_silent_proc_is_failed_and_killed(how, hook):
     pm.stop().get(10)
 
 
-def test_spawn_on_a_dead_proc_fails_at_once_and_counts_as_seen(hook):
+def test_spawn_on_a_dead_proc_fails_at_once_and_counts_as_seen(hook, skips_seen):
     """A spawn that finds a proc already dead raises SupervisionError: the program
-    was told, so the fault hook is not called for that proc."""
+    was told, so (with fault_hook_skips_seen) the fault hook is not called for it."""
     from monarch_cy._actor.base.state import get_node
     pm = this_host().spawn_procs(per_host={"gpus": 2})
     m = pm.spawn("before", Victim)
@@ -118,18 +124,62 @@ def test_spawn_on_a_dead_proc_fails_at_once_and_counts_as_seen(hook):
     pm.stop().get(10)
 
 
-def test_unseen_failure_reaches_hook_with_report(hook):
+@pytest.mark.parametrize("skip", [False, True], ids=["monarch", "skips_seen"])
+def test_seen_failure_reaches_hook_unless_skips_seen(hook, monkeypatch, skip):
+    """Monarch's rule (the default): every failure of a client-owned mesh reaches
+    the hook, even one a call already raised; monarch_cy's opt-in drops those."""
+    monkeypatch.setattr(api, "fault_hook_skips_seen", skip)
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    m = pm.spawn("seen", Victim)
+    pid = m.slice(gpus=1).pid.call_one().get(10)
+    pending = m.slice(gpus=1).sleep.call_one(30)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(SupervisionError):
+        pending.get(5)
+    time.sleep(1.5)                     # past the grace
+    assert [f.mesh_name for f in hook] == ([] if skip else ["seen"]), hook
+    pm.stop().get(10)
+
+
+def test_unseen_failure_reaches_hook_once_per_actor_mesh(hook):
+    """A proc's death reaches the hook once per actor mesh on it, named as Monarch
+    names that mesh's actor."""
     pm = this_host().spawn_procs(per_host={"gpus": 2}, name="hooked")
     m = pm.spawn("h", Victim)
+    pm.slice(gpus=0).spawn("elsewhere", Victim)        # not on the dead proc
+    pm.slice(gpus=1).spawn("h2", Victim)
     pid = m.slice(gpus=1).pid.call_one().get(10)
     os.kill(pid, signal.SIGKILL)          # nobody is calling rank 1
-    assert _wait(lambda: hook, 5)
-    f = hook[0]
-    assert isinstance(f, MeshFailure) and f.mesh_name == "hooked" and f.ranks == (1,)
-    assert "Killed(sig=9)" in f.report() and "h" in f.report()
-    assert str(f).startswith(f"MeshFailure(mesh_name={f.mesh_name}, crashed_ranks=[1], "
-                             "event=Supervision event: actor ")
-    assert f.crashed_ranks == [1] and f.mesh is None
+    assert _wait(lambda: len(hook) >= 2, 5)
+    time.sleep(0.3)
+    by_name = {f.mesh_name: f for f in hook}
+    assert sorted(by_name) == ["h", "h2"], hook
+    f = by_name["h"]
+    assert isinstance(f, MeshFailure) and f.ranks == (1,) and f.crashed_ranks == [1]
+    assert by_name["h2"].ranks == (0,)          # its rank in its own mesh of one
+    who = "<root>.<_actors.Victim h{'gpus': 1/2}>"
+    assert f.report() == (f"The actor {who} and all its descendants have failed:\n"
+                          "  the process this actor was running on failed: Killed(sig=9)")
+    assert str(f) == (f"MeshFailure(mesh_name=h, crashed_ranks=[1], event=Supervision "
+                      f"event: actor {who} failed:\n  the process this actor was "
+                      "running on failed: Killed(sig=9))")
+    assert f.mesh is None
+    pm.stop().get(10)
+
+
+def test_call_after_death_names_the_actor_as_monarch(hook):
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    m = pm.spawn("named", Victim)
+    pid = m.slice(gpus=1).pid.call_one().get(10)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(SupervisionError) as ei:
+        m.ping.call(1).get(5)
+    assert str(ei.value).startswith(
+        "Endpoint call named.ping() failed, The actor <root>.<_actors.Victim "
+        "named{'gpus': 1/2}> and all its descendants have failed:"), str(ei.value)
+    with pytest.raises(SupervisionError) as ei:
+        m.slice(gpus=1).ping.call_one(1).get(5)
+    assert "<root>.<_actors.Victim named{'gpus': 1/2}>" in str(ei.value)
     pm.stop().get(10)
 
 

@@ -43,19 +43,13 @@ SCENARIOS = [
         "as base_exception-SystemExit: only the nested actor's name and mesh_name "
         "differ")),
     pytest.param("proc_death.py", (), (), id="proc_death-exit-segv-kill", marks=_disagrees(
-        "texts agree but the actor's name: 'The actor a_exit[1] ...' where Monarch "
-        "says 'The actor <root>.<__main__.A a_exit{'gpus': 1/2}> ...' (a proc's "
-        "death is reported by the caller's side, which does not know the class); "
-        "spawning after a proc died raises SupervisionError at once where Monarch's"
-        " hangs; the client's unhandled_fault_hook is not called for a failure "
-        "every caller saw (monarch_cy's seen rule) where Monarch's gets 6 (each "
-        "mesh and its logger mesh)")),
-    pytest.param("fault_hook_default.py", (), FAULT_HOOK_STDERR, id="fault_hook_default",
-                 marks=_disagrees(
-        "the default hook is Monarch's (sys.exit(1): report printed, "
-        "KeyboardInterrupt in the main thread), but a dead proc whose caller got "
-        "the error counts as handled here (monarch_cy's seen rule), so the program "
-        "is not interrupted: exit 0 where Monarch's exits by SIGINT")),
+        "the calls' texts and the hook's failures agree (one per actor mesh on the dead"
+        " proc, named '<root>.<__main__.A a_exit{'gpus': 1/2}>'), but for three things:"
+        " MeshFailure.mesh_name is 'a_exit' (Monarch: 'a_exit-<random id>'); Monarch's"
+        " hook also gets one failure per proc for its internal logger mesh, which "
+        "monarch_cy does not have; spawning after a proc died raises SupervisionError "
+        "at once where Monarch's hangs until the caller's timeout")),
+    pytest.param("fault_hook_default.py", (), FAULT_HOOK_STDERR, id="fault_hook_default"),
     pytest.param("supervise_result.py", ("true",), (), id="supervise_returns_true"),
     pytest.param("supervise_result.py", ("false",), (), id="supervise_returns_false",
                  marks=_disagrees(
