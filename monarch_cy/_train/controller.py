@@ -81,6 +81,19 @@ class TrainingRun:
 
     # -- the loop
     def run(self) -> dict:
+        """Train to the end; returns the summary.  A replica's death fails the step's
+        call, which the run recovers from (respawn in place), so while it runs the
+        failures it saw are handled: it opts in to ``fault_hook_skips_seen``
+        (restored when it returns) rather than leaving them to the fault hook."""
+        import monarch_cy.actor as api  # deferred: the actor runtime loads on use
+        before = api.fault_hook_skips_seen
+        api.fault_hook_skips_seen = True
+        try:
+            return self._run()
+        finally:
+            api.fault_hook_skips_seen = before
+
+    def _run(self) -> dict:
         t_start = time.perf_counter()
         self._start()
         setup_s = time.perf_counter() - t_start
