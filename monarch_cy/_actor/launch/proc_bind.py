@@ -10,7 +10,12 @@ host).  Keys, with Monarch's meanings:
   ``set_mempolicy(MPOL_BIND)``);
 * ``cpus``: CPU list (``taskset -c``), used only when no NUMA key applies.
 
-Lists are ``numactl``'s syntax: ``"0-3,8,10-11"``.  On a host without NUMA
+Lists are ``numactl``'s syntax: ``"0-3,8,10-11"``.  CPU numbers must be below
+:data:`MAX_CPUS` (8192, the most CPUs a Linux kernel can be built for) and NUMA node
+numbers below :data:`MAX_NODES` (1024, likewise); a list naming a larger one is
+refused with a ``ValueError`` naming the entry and the list, before anything is
+expanded (the bound is the kernel's, not this machine's: the procs may start on
+other hosts).  On a host without NUMA
 (no ``/sys/devices/system/node/node0``) the NUMA keys are ignored, as Monarch's
 launcher ignores them, and ``cpus`` applies.  Unlike Monarch, nothing is wrapped in
 ``numactl``/``taskset``: the proc binds itself (``sched_setaffinity`` and the
@@ -24,28 +29,45 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["KEYS", "check", "parse_list", "apply"]
+__all__ = ["KEYS", "MAX_CPUS", "MAX_NODES", "check", "parse_list", "apply"]
 
 KEYS = ("cpunodebind", "membind", "physcpubind", "cpus")
+# Linux's own ceilings: NR_CPUS is at most 8192 (x86-64 MAXSMP, powerpc), and
+# MAX_NUMNODES at most 1 << 10.  A number past them cannot name anything on any host.
+MAX_CPUS = 8192
+MAX_NODES = 1024
+_LIMIT = {"cpus": MAX_CPUS, "physcpubind": MAX_CPUS,
+          "cpunodebind": MAX_NODES, "membind": MAX_NODES}
 _NODE_DIR = "/sys/devices/system/node"
 _MPOL_BIND = 2
 _SYS_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261}
 
 
-def parse_list(text: str, what: str) -> list[int]:
-    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]``; ``ValueError`` naming ``what`` if malformed."""
-    out = []
+def parse_list(text: str, what: str, limit: int = MAX_CPUS) -> list[int]:
+    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]``; ``ValueError`` naming ``what`` and ``text``
+    if malformed or if a number is ``limit`` or more (checked before any range is
+    expanded, so the result has at most ``limit`` entries)."""
+    ranges = []
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{what} must be a non-empty list like '0-3,8', not {text!r}")
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        if not (lo.isascii() and lo.isdigit()) or (
+                sep and not (hi.isascii() and hi.isdigit())):
             raise ValueError(f"{what} must be a list like '0-3,8', not {text!r}")
         a, b = int(lo), int(hi) if sep else int(lo)
         if b < a:
             raise ValueError(f"{what} has a decreasing range {part!r} in {text!r}")
-        out.extend(range(a, b + 1))
-    return sorted(set(out))
+        if b >= limit:
+            raise ValueError(f"{what} names {b} in {text!r}: numbers must be below "
+                             f"{limit} (the most {'NUMA nodes' if limit == MAX_NODES else 'CPUs'} "
+                             f"Linux supports)")
+        ranges.append((a, b))
+    out, end = [], -1                    # overlapping ranges are expanded once
+    for a, b in sorted(ranges):
+        out.extend(range(max(a, end + 1), b + 1))
+        end = max(end, b)
+    return out
 
 
 def check(proc_bind, per_host_count: int) -> list:
@@ -67,7 +89,7 @@ def check(proc_bind, per_host_count: int) -> list:
             raise ValueError(f"proc_bind[{i}] has unknown keys {sorted(bad)}; "
                              f"known: {list(KEYS)}")
         for k, v in entry.items():
-            parse_list(v, f"proc_bind[{i}][{k!r}]")
+            parse_list(v, f"proc_bind[{i}][{k!r}]", _LIMIT[k])
         out.append(dict(entry) or None)
     return out
 
@@ -110,11 +132,12 @@ def apply(bind: dict) -> None:
         if "physcpubind" in bind:
             cpus = set(parse_list(bind["physcpubind"], "physcpubind"))
         if "cpunodebind" in bind:
-            node_cpus = set(_node_cpus(parse_list(bind["cpunodebind"], "cpunodebind")))
+            node_cpus = set(_node_cpus(parse_list(bind["cpunodebind"], "cpunodebind",
+                                                  MAX_NODES)))
             cpus = node_cpus if cpus is None else cpus & node_cpus
     elif "cpus" in bind:
         cpus = set(parse_list(bind["cpus"], "cpus"))
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
     if numa and "membind" in bind:
-        _set_mempolicy(parse_list(bind["membind"], "membind"))
+        _set_mempolicy(parse_list(bind["membind"], "membind", MAX_NODES))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 
 import pytest
@@ -179,6 +180,31 @@ def test_proc_bind_checks():
         this_host().spawn_procs(per_host={"gpus": 2}, proc_bind=[{"cpus": "x"}, {}])
     with pytest.raises(TypeError, match="proc_bind must be a list of dicts"):
         this_host().spawn_procs(per_host={"gpus": 2}, proc_bind={"cpus": "0"})
+
+
+def test_proc_bind_lists_are_bounded_before_they_are_expanded():
+    """A range past Linux's CPU (or NUMA node) ceiling is refused naming proc_bind and
+    the list, not expanded until memory runs out; overlapping ranges expand once."""
+    for key, text, limit in (("physcpubind", "8192", 8192),
+                             ("membind", "0-1024", 1024),
+                             ("cpunodebind", "1,99999999999999999999", 1024)):
+        with pytest.raises(ValueError, match=rf"proc_bind\[1\]\['{key}'\] names \d+ in "
+                                             rf"'{text}': numbers must be below {limit}"):
+            proc_bind.check([{}, {key: text}], 2)
+    assert proc_bind.check([{"cpus": "8191", "membind": "1023"}], 1) == [
+        {"cpus": "8191", "membind": "1023"}]
+    assert proc_bind.parse_list(",".join(["0-8191"] * 1000), "x") == list(range(8192))
+    # the whole 32-bit range, in a process of 1 GiB of address space (an unbounded
+    # expansion fails there with MemoryError instead of taking this machine's memory)
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from monarch_cy._actor.launch import proc_bind\n"
+            "try:\n    proc_bind.check([{'cpus': '0-4294967295'}], 1)\n"
+            "except ValueError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == ("proc_bind[0]['cpus'] names 4294967295 in "
+                                  "'0-4294967295': numbers must be below 8192 (the most "
+                                  "CPUs Linux supports)"), out.stderr[-2000:]
 
 
 def test_proc_bind_pins_each_proc():
