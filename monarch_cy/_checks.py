@@ -16,6 +16,9 @@ The rules:
   a value out of range.  :func:`is_int` is the strict predicate (``int`` itself,
   not ``bool``) for the places that keep the value as given and word their own
   message.
+* A **flag** is ``True`` or ``False`` itself (``None`` too with ``allow_none``):
+  :func:`check_bool` raises ``TypeError`` for anything else, so ``'no'``, ``0`` or
+  ``"False"`` are never taken for a truth value.
 * A **number** is an ``int`` or a ``float`` (not ``bool``) other than NaN.  A
   **number of seconds** is a number ``> 0`` (``>= 0`` with ``allow_zero``;
   ``None`` passes only with ``allow_none``).  :func:`check_number` and
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import operator
 
-__all__ = ["is_int", "check_int", "is_number", "check_number", "check_timeout", "describe"]
+__all__ = ["is_int", "check_int", "check_bool", "is_number", "check_number", "check_timeout", "describe"]
 
 
 def describe(value: object) -> str:
@@ -70,6 +73,15 @@ def check_int(name: str, value: object, *, minimum: int | None = None,
             raise ValueError(f"{name} must be >= {minimum}, got {v}")
         raise ValueError(f"{name} must be <= {maximum}, got {v}")
     return v
+
+
+def check_bool(name: str, value: object, *, allow_none: bool = False) -> bool | None:
+    """``value`` when it is ``True`` or ``False`` (or ``None`` with ``allow_none``);
+    ``TypeError`` otherwise: ``"{name} must be True or False, got str 'no'"``."""
+    if value is True or value is False or (value is None and allow_none):
+        return value  # type: ignore[return-value]
+    raise TypeError(f"{name} must be True or False{' or None' if allow_none else ''}, "
+                    f"got {describe(value)}")
 
 
 def is_number(value: object) -> bool:

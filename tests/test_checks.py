@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from monarch_cy._checks import check_int, check_number, check_timeout, describe, is_int, \
-    is_number
+from monarch_cy._checks import check_bool, check_int, check_number, check_timeout, \
+    describe, is_int, is_number
 
 
 class Index:
@@ -55,6 +55,17 @@ def test_check_int_ranges():
     with pytest.raises(ValueError, match=r"^length must be in 1\.\.64, got 65$"):
         check_int("length", 65, minimum=1, maximum=64)
     assert check_int("length", 64, minimum=1, maximum=64) == 64
+
+
+def test_check_bool_takes_only_true_or_false():
+    assert check_bool("flag", True) is True and check_bool("flag", False) is False
+    assert check_bool("flag", None, allow_none=True) is None
+    for bad, shown in (("no", "str 'no'"), (0, "int 0"), (None, "NoneType None"),
+                       (np.bool_(True), "bool")):
+        with pytest.raises(TypeError, match=re.escape(f"flag must be True or False, got {shown}")):
+            check_bool("flag", bad)
+    with pytest.raises(TypeError, match="flag must be True or False or None, got str 'x'"):
+        check_bool("flag", "x", allow_none=True)
 
 
 def test_is_number():

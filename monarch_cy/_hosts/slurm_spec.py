@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 
-from monarch_cy._checks import check_int, check_timeout, is_int
+from monarch_cy._checks import check_bool, check_int, check_timeout, is_int
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.job import check_meshes
 
@@ -66,6 +66,9 @@ class SlurmSpec:
         lo, _, hi = proc_ports.partition("-")
         if not (lo.isdigit() and hi.isdigit() and 0 < int(lo) <= int(hi) < 65536):
             raise ValueError(f"proc_ports {proc_ports!r} must look like 26601-27600")
+        check_bool("exclusive", exclusive)
+        check_bool("out_of_cluster", out_of_cluster)
+        check_bool("use_allocation", use_allocation, allow_none=True)
         if out_of_cluster or attach_to is not None:
             raise ValueError(f"out_of_cluster={out_of_cluster!r}, attach_to={attach_to!r}: "
                              "monarch_cy's agents dial the controller, so there is no "
@@ -77,7 +80,7 @@ class SlurmSpec:
         self.time_limit = _opt_str("time_limit", time_limit)
         self.partition = _opt_str("partition", partition)
         self.log_dir = _opt_str("log_dir", log_dir, spaces=True) or os.getcwd()
-        self.exclusive = bool(exclusive)
+        self.exclusive = exclusive
         self.gpus_per_node = _opt_int("gpus_per_node", gpus_per_node)
         self.cpus_per_task = _opt_int("cpus_per_task", cpus_per_task)
         self.mem = _opt_str("mem", mem)
@@ -87,9 +90,6 @@ class SlurmSpec:
             check_timeout("job_start_timeout", job_start_timeout)
         self.proc_ports = proc_ports
         self.controller_host = _opt_str("controller_host", controller_host)
-        if use_allocation not in (None, True, False):
-            raise TypeError(f"use_allocation must be True, False or None, got "
-                            f"{use_allocation!r}")
         self.use_allocation = use_allocation
         self.secret_file = _opt_str("secret_file", secret_file, spaces=True)
 

@@ -296,6 +296,12 @@ def test_slurm_controller_in_an_sbatch_batch_script(cluster, tmp_path):
     ({"monarch_port": 70000}, ValueError, "monarch_port must be 0..65535"),
     ({"job_start_timeout": 0}, ValueError, "job_start_timeout must be a positive"),
     ({"out_of_cluster": True}, ValueError, "out_of_cluster=True"),
+    ({"exclusive": "no"}, TypeError, "exclusive must be True or False, got str 'no'"),
+    ({"exclusive": 1}, TypeError, "exclusive must be True or False, got int 1"),
+    ({"out_of_cluster": "False"}, TypeError,
+     "out_of_cluster must be True or False, got str 'False'"),
+    ({"use_allocation": "yes"}, TypeError,
+     "use_allocation must be True or False or None, got str 'yes'"),
 ])
 def test_slurm_job_arguments_are_checked_before_submitting(kw, exc, words):
     from monarch_cy.job import SlurmJob
