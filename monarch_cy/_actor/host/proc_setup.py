@@ -22,6 +22,7 @@ import threading
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.model.actor import Actor
 from monarch_cy._actor.model.endpoint import endpoint
+from monarch_cy._transport import wire
 
 __all__ = ["SETUP_NAME", "check", "start", "initialized", "arm", "hold_until_set_up"]
 
@@ -41,11 +42,24 @@ _GATE: _Gate | None = None
 
 
 def check(bootstrap):
-    """``bootstrap`` when it is a callable or None; else ``TypeError``."""
-    if bootstrap is not None and not callable(bootstrap):
+    """``bootstrap`` when it is None or a callable that can be sent to the procs;
+    else ``TypeError`` naming ``bootstrap`` (before any proc is started)."""
+    if bootstrap is None:
+        return None
+    if not callable(bootstrap):
         raise TypeError(f"bootstrap must be a callable taking no arguments (def or "
                         f"async def) or None, not {bootstrap!r}")
+    try:
+        wire.dumps(bootstrap)
+    except TypeError as e:
+        raise TypeError(f"bootstrap {_name(bootstrap)} cannot be sent to the procs it "
+                        f"runs in (it is pickled, by value where it cannot be imported "
+                        f"by name): {e}") from None
     return bootstrap
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
 
 
 def arm() -> None:

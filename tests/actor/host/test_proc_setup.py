@@ -106,6 +106,24 @@ def test_bad_setup_is_refused():
         this_host().spawn_procs(per_host={"gpus": 1}, bootstrap="setup.sh")
 
 
+def test_a_setup_that_cannot_be_sent_is_refused_naming_bootstrap_before_any_proc():
+    import threading
+    from monarch_cy._actor.base import state
+    lock = threading.Lock()
+
+    def holds_a_lock():
+        return lock
+
+    before = set(state.LIVE_PROCS)
+    with pytest.raises(TypeError) as e:
+        this_host().spawn_procs(per_host={"gpus": 1}, bootstrap=holds_a_lock)
+    text = str(e.value)
+    assert text.startswith("bootstrap "), text
+    assert "holds_a_lock cannot be sent to the procs" in text and "_thread.lock" in text
+    assert "_SetupActor" not in text
+    assert set(state.LIVE_PROCS) == before          # nothing was started
+
+
 def test_no_setup_means_initialized_at_once():
     pm = this_host().spawn_procs(per_host={"gpus": 1})
     try:
