@@ -21,7 +21,8 @@ monarch.rdma, monarch.job, monarch.spmd) gives monarch_cy's modules, in this
 process and in every proc it starts.  The program runs as 'python script.py
 [args]' would: same sys.argv[1:], sys.path[0] is the script's folder (the current
 folder for -m, '' for -c and -), __name__ == "__main__", __file__ is the script's
-absolute path.
+absolute path.  A failure (an exception, a syntax error, KeyboardInterrupt) is
+reported with the program's frames only and exits with python's status.
 
 options:
   -h, --help  show this help and exit
@@ -86,14 +87,38 @@ def _set_path0(new: str) -> None:
             sys.path.append(old)
 
 
-def _trimmed(exc: BaseException, filename: str | None):
-    """The traceback of ``exc`` from the program's first frame on (this module's
-    and runpy's frames dropped), or the whole one when the program has none."""
-    tb = exc.__traceback__
-    t = tb
-    while t is not None and t.tb_frame.f_code.co_filename != filename:
-        t = t.tb_next
-    return t if t is not None else tb
+def _launcher_file(name: str) -> bool:
+    """Whether code of file ``name`` is this launcher's (this module, runpy, the
+    import machinery) rather than the program's."""
+    import runpy
+    return name in (__file__, runpy.__file__) or name.startswith(
+        ("<frozen runpy>", "<frozen importlib."))
+
+
+def _program_frames(tb):
+    """``tb`` from the program's first frame on: the frames of this module, runpy and
+    the import machinery that precede it are dropped, so the report reads as plain
+    ``python``'s.  None when no frame is the program's (a syntax error of the script:
+    ``python`` then prints the error's own lines only)."""
+    while tb is not None and _launcher_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb
+
+
+def _report_program_frames_only() -> None:
+    """Make the interpreter's report of an exception leaving :func:`main` (a
+    ``KeyboardInterrupt``: re-raised so that ``python``'s exit by SIGINT, after the
+    ``atexit`` handlers, is kept) show the program's frames only, through whatever
+    ``sys.excepthook`` is installed when it is reported."""
+    hook = sys.excepthook
+
+    def report(typ, value, tb):
+        sys.excepthook = hook
+        tb = _program_frames(tb)
+        if isinstance(value, BaseException):   # what the default hook prints
+            value = value.with_traceback(tb)
+        hook(typ, value, tb)
+    sys.excepthook = report
 
 
 def main(argv: list | None = None) -> None:
@@ -119,7 +144,6 @@ def main(argv: list | None = None) -> None:
     except RuntimeError as e:
         _fail(str(e), 1)
 
-    filename: str | None = None
     try:
         if kind == "path":
             if os.path.isfile(path) and not _is_zip(path):
@@ -127,10 +151,9 @@ def main(argv: list | None = None) -> None:
             else:
                 _set_path0(path)     # a folder or zip file with a __main__ module
             sys.argv = [target, *args]
-            filename = os.path.join(path, "__main__.py") if os.path.isdir(path) else path
             runpy.run_path(path, run_name="__main__")
         elif kind == "module":
-            filename = _check_module(target)
+            _check_module(target)
             sys.argv = [target, *args]     # runpy puts the module's path in argv[0]
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
@@ -141,10 +164,13 @@ def main(argv: list | None = None) -> None:
             _set_path0("")
             sys.argv = ["-" if kind == "stdin" else "-c", *args]
             _run_source(source, filename)
-    except (SystemExit, KeyboardInterrupt):
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        _report_program_frames_only()
         raise
     except BaseException as e:  # noqa: BLE001 - reported as python would, exit 1
-        tb = _trimmed(e, filename)
+        tb = _program_frames(e.__traceback__)
         sys.excepthook(type(e), e.with_traceback(tb), tb)
         sys.exit(1)
 

@@ -279,6 +279,30 @@ def test_cli_program_exit_code_and_traceback(tmp_path):
     assert "runpy" not in r.stderr and "compat/__main__.py" not in r.stderr
 
 
+@pytest.mark.parametrize("source", [
+    "import monarch.actor\nx = 1\ndef f(:\n    pass\n",                  # syntax error
+    "import monarch.actor\ndef f():\n    raise KeyboardInterrupt\nf()\n",
+    "import os, signal, time\nimport monarch.actor\n"                    # a real Ctrl-C
+    "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n",
+    "import monarch.actor\ndef f():\n    raise ValueError('boom')\nf()\n",
+], ids=["syntax-error", "keyboard-interrupt", "sigint", "exception"])
+def test_cli_reports_a_failing_script_as_plain_python_does(tmp_path, source):
+    """Same report (the script's frames only: none of compat's or runpy's) and the
+    same exit status as ``python script.py`` (with monarch importable as compat's)."""
+    script = tmp_path / "fails.py"
+    script.write_text(source)
+    (tmp_path / "monarch").mkdir()                 # for plain python: a stand-in
+    (tmp_path / "monarch" / "__init__.py").write_text("")
+    (tmp_path / "monarch" / "actor.py").write_text("")
+    plain = _run([str(script)], cwd=tmp_path)
+    (tmp_path / "monarch" / "actor.py").unlink()
+    (tmp_path / "monarch" / "__init__.py").unlink()
+    (tmp_path / "monarch").rmdir()
+    ours = _run(["-m", "monarch_cy.compat", str(script)], cwd=tmp_path)
+    assert plain.returncode != 0 and ours.returncode == plain.returncode, ours.stderr
+    assert ours.stderr == plain.stderr
+
+
 def test_cli_private_import_error_message(tmp_path):
     script = tmp_path / "private.py"
     script.write_text("from monarch._src.actor.debugger import debug_controller\n")
