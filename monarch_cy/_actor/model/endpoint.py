@@ -483,7 +483,8 @@ class Accumulator(Generic[P, R, A]):
         self._merge = merge
         self._spec = self._fresh = None
         if merge is not None:
-            self._spec = tree_reduce.reduce_spec(identity, combine, merge)
+            self._spec = tree_reduce.reduce_spec(identity, combine, merge,
+                                                 endpoint._mesh._name)
             self._fresh = tree_reduce.by_value(identity)
 
     def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> "Future[A]":

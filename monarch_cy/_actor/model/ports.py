@@ -30,6 +30,7 @@ from monarch_cy._errors import MeshStoppedError, SupervisionError
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.value_mesh import ValueMesh
+from monarch_cy._actor.cast.reduce import fold_error, merge_how
 from monarch_cy._transport.ports import BaseCollector
 
 __all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "GatherCollector",
@@ -55,6 +56,11 @@ def _failed(actor, rank, cause, call, who) -> SupervisionError:
     """A proc's death as the call's error; ``who(rank)`` names the actor (Monarch's
     ``<root>.<module.Class mesh{point}>``) where the caller knows its class."""
     return SupervisionError(actor, rank, cause, call, who(rank) if who else None)
+
+
+def _endpoint_of(call) -> str:
+    """The endpoint's name in a collector's ``call`` (``"<mesh>.<endpoint>()"``)."""
+    return "" if not call else call.rsplit(".", 1)[-1].removesuffix("()")
 
 
 class OneCollector(BaseCollector):
@@ -187,15 +193,19 @@ class AccumCollector(GatherCollector):
             return False
         self.got[rank] = True
         self.left -= 1
-        return self._fold(self.combine, value)
+        return self._fold(self.combine, value, rank,
+                          f"combine raised on the reply of rank {rank}")
 
-    def _fold(self, fn, value) -> bool:
+    def _fold(self, fn, value, rank, how) -> bool:
         """``acc = fn(acc, value)``; True (the future resolved) when it raised or was
-        the last."""
+        the last.  Whatever it raises (a ``BaseException`` too) fails this call alone,
+        as :func:`~monarch_cy._actor.cast.reduce.fold_error` words it: never the
+        pump that delivers, nor the calls it delivers to next."""
         try:
             self.acc = fn(self.acc, value)
-        except Exception as e:
-            self.fut._set_exception(e)
+        except BaseException as e:  # noqa: BLE001 - this call's error, nobody else's
+            self.fut._set_exception(fold_error(e, self.actor, _endpoint_of(self.call),
+                                               rank, how))
             return True
         if self.left == 0:
             self.fut._set_result(self.acc)
@@ -223,7 +233,7 @@ class ReduceCollector(AccumCollector):
                 return True
             got[r] = True
         self.left -= len(ranks)
-        return self._fold(self.merge, value)
+        return self._fold(self.merge, value, min(ranks), merge_how(ranks))
 
 
 class Port(Generic[R]):

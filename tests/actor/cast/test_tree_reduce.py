@@ -7,6 +7,7 @@ from __future__ import annotations
 import operator
 import os
 import pickle
+import re
 import signal
 import threading
 import time
@@ -85,9 +86,88 @@ def test_an_actor_error_or_a_failing_fold_fails_the_call(tree):
         Accumulator(m.note, 0, picky, merge=operator.add).accumulate(2).get(15)
 
 
+def _fold_raising(exc):
+    """A fold that raises ``exc`` on the reply of rank 6 (pickled by value: a closure)."""
+    def fold(a, r):
+        if r[0] == 6:
+            raise exc
+        return a + 1
+    return fold
+
+
+def _merge_raising(exc):
+    def merge(a, b):
+        raise exc
+    return merge
+
+
+def _frames_unquoted(text: str) -> str:
+    """``text`` with each traceback frame reduced to its function's name."""
+    return re.sub(r'  File "[^"]*", line \d+, in (\w+)\n(    .*\n)?', r"  in \1\n", text)
+
+
+@pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt(), RuntimeError("no")],
+                         ids=["SystemExit", "KeyboardInterrupt", "RuntimeError"])
+def test_a_fold_that_raises_fails_that_call_alone_with_the_same_text_anywhere(tree, exc):
+    """combine raising on rank 6's reply: at the controller (no merge=) and on a
+    forwarder (merge=: rank 6 is folded below the controller) the call fails with the
+    same ActorError naming mesh, endpoint and rank; no proc dies, and nothing is raised
+    again by later calls (at the controller the replies still to come were re-raised by
+    the next get()s; on a forwarder a SystemExit killed the proc)."""
+    m = tree.spawn("rec", Noter)
+    pids = m.pid.call().get(30).values()
+    fold = _fold_raising(exc)
+    errors = []
+    for merge in (None, operator.add):
+        with pytest.raises(ActorError) as e:
+            Accumulator(m.whoami, 0, fold, merge=merge).accumulate().get(15)
+        errors.append(e.value)
+        for _ in range(3):                              # nothing stray, all answer
+            assert m.note.call(1).get(15).values() == [1] * 9
+    at_controller, on_forwarder = errors
+    # the same words and frames; a function sent by value has no source to quote there
+    assert _frames_unquoted(str(at_controller)) == _frames_unquoted(str(on_forwarder))
+    for err in errors:
+        assert (err.actor, err.endpoint, err.rank) == ("rec", "whoami", 6)
+        assert type(err.exception) is type(exc)
+        text = str(err)
+        assert text.startswith("Actor call rec.whoami failed.\n"), text
+        assert "Accumulator's combine raised on the reply of rank 6 (folding the replies " \
+               "of rec.whoami)" in text, text
+        assert ", in fold\n" in text and "cast/reduce.py" not in text \
+            and "model/ports.py" not in text, text
+    assert Accumulator(m.whoami, 0, lambda a, r: a + 1,
+                       merge=operator.add).accumulate().get(15) == 9
+    assert m.pid.call().get(30).values() == pids       # no proc died
+
+
+@pytest.mark.parametrize("where", ["controller", "forwarder"])
+def test_a_merge_that_raises_a_base_exception_fails_that_call_alone(tree, where):
+    """merge runs at the controller (joining the heads' folds) and on forwarders
+    (joining a sub-head's fold): a SystemExit there fails the call as an ActorError."""
+    m = tree.spawn("rec", Noter)
+    pids = m.pid.call().get(30).values()
+    controller = os.getpid()
+
+    def merge(a, b):
+        if (os.getpid() == controller) == (where == "controller"):
+            raise SystemExit("no merging here")
+        return a + b
+    with pytest.raises(ActorError) as e:
+        Accumulator(m.note, 0, operator.add, merge=merge).accumulate(1).get(15)
+    err = e.value
+    assert (err.actor, err.endpoint) == ("rec", "note") and isinstance(err.rank, int)
+    assert isinstance(err.exception, SystemExit)
+    assert "Accumulator's merge raised on the fold of" in str(err)
+    for _ in range(3):
+        assert m.note.call(1).get(15).values() == [1] * 9
+    assert m.pid.call().get(30).values() == pids
+
+
 def test_bad_folds_are_refused_where_they_are_built():
+    from types import SimpleNamespace
     from monarch_cy._actor.model.endpoint import Endpoint
-    ep = object.__new__(Endpoint)
+    ep = Endpoint(SimpleNamespace(_name="rec"), "note", False)
     with pytest.raises(TypeError, match="merge must be callable or None, not 3"):
         Accumulator(ep, 0, operator.add, merge=3)
     with pytest.raises(TypeError, match="picklable by value"):
@@ -133,7 +213,7 @@ class _FakeNode:
 def test_a_relay_sends_one_fold_up_and_passes_shm_replies_untouched():
     node = _FakeNode()
     spec = reduce_spec(0, operator.add, operator.add)
-    relay = ReduceRelay(node, "up", 99, b"key", 5, "m.note", spec)
+    relay = ReduceRelay(node, "up", 99, b"key", 5, "note", spec)
     relay.take(0, True, pickle.dumps(1), ())
     relay.take_batch([(1, True, pickle.dumps(2)), (2, True, pickle.dumps(3))])
     shm_extras = [pickle.dumps(("owner", [(1, 2, 3, 4)]))]    # a shared-memory desc
