@@ -90,8 +90,10 @@ class RateLimited:
             self._log = logger(self._log)
         return self._log
 
-    def log(self, msg: str, *args) -> bool:
-        """Log ``msg % args`` unless this window's burst is spent; True if logged."""
+    def log(self, msg: str, *args, exc_info=None) -> bool:
+        """Log ``msg % args`` unless this window's burst is spent; True if logged.
+        ``exc_info`` goes with the lines logged (``True``: the exception being
+        handled, so a burst of 1 gives one full traceback per interval, then a count)."""
         now = time.monotonic()
         with self._lock:
             if self._start is not None and now - self._start >= self.interval:
@@ -102,7 +104,7 @@ class RateLimited:
                 self.suppressed += 1
                 return False
             self._logged += 1
-        self._logger().log(self.level, msg, *args)
+        self._logger().log(self.level, msg, *args, exc_info=exc_info)
         return True
 
     def due(self) -> float | None:

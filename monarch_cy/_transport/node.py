@@ -34,6 +34,7 @@ import pickle
 import threading
 from collections import deque
 
+from monarch_cy._log import RateLimited
 from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
@@ -51,6 +52,10 @@ _B = None   # zmq.backend.Socket: its send/recv skip pyzmq's per-call Python lay
 _dumps = pickle.dumps
 # Exact types whose plain pickle is what the transport's pickler would write (no
 # reducer, no out-of-band buffer): a reply of one skips the pickler pool.
+# Messages from the job's own peers that could not be handled (a bug or a version
+# skew, never an outsider's: those are refused unread): one full traceback, then a
+# count per minute, every node of this process together.
+_UNHANDLED = RateLimited("transport", "messages that could not be handled", burst=1)
 _SCALARS = frozenset((int, float, bool, str, bytes, type(None)))
 
 
@@ -321,9 +326,8 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
                 h = self.handlers.get(kind)
                 if h is not None:
                     h(self, hdr, data, frames[1:])
-        except Exception:
-            from monarch_cy._log import logger
-            logger("transport").exception("handling a message of kind %r failed", kind)
+        except Exception:   # from an authenticated peer: a bug or a version skew
+            _UNHANDLED.log("handling a message of kind %r failed", kind, exc_info=True)
 
     def _deliver(self, col, port_id, rank, ok, data, extras, partial=False) -> bool:
         """Decode one reply and give it to its port's collector; True (and the port

@@ -9,6 +9,7 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 from collections import deque
 
@@ -42,7 +43,10 @@ class Inbox:
     then the link at :attr:`path` is swapped to it (the previous incarnation's socket
     file is removed).  Connections proving nothing within ``MONARCH_CY_AUTH_TIMEOUT``
     seconds of being accepted are closed unread (an :class:`.alarm.Alarm` in the epoll
-    set wakes the reader for it); refusals are logged through :data:`REFUSALS`.
+    set wakes the reader for it), whether or not a thread reads the inbox: while none
+    is inside :meth:`recv`, the process's :class:`_Gatekeeper` thread accepts and
+    times out connections in its stead (never reading past a proof).  Refusals are
+    logged through :data:`REFUSALS`.
     Connections are served one message each in turn, and epoll is asked at least
     every 2 ms while some always have more (new peers and deadlines do not starve).
     """
@@ -89,6 +93,9 @@ class Inbox:
         self._closing = False
         self._polling = False             # the reader is inside epoll_wait
         self.closed = False
+        self._reading = threading.Lock()  # held by the thread inside recv()
+        self._sweep = False               # the gatekeeper waits for recv() to end
+        _gatekeeper().watch(self, self._lfd)
 
     def _link(self) -> None:
         """Point :attr:`path` at this incarnation (atomically) and remove the socket
@@ -120,9 +127,20 @@ class Inbox:
         :class:`Again` without looking for others.  Whoever drains with 0 therefore
         waits on :meth:`fileno` (level-triggered: it stays readable while anything is
         waiting) or calls again before blocking, as the node's pump and an actor's
-        thread do; it saves a system call per message."""
+        thread do; it saves a system call per message.  One thread reads at a time."""
         if self._pending:
             return self._next_pending()
+        reading = self._reading
+        reading.acquire()
+        try:
+            return self._recv(timeout_ms)
+        finally:
+            reading.release()
+            if self._sweep:               # the gatekeeper found this inbox busy
+                self._sweep = False
+                _gatekeeper().rearm(self)
+
+    def _recv(self, timeout_ms: int) -> list:
         ready = self._ready
         knew = timeout_ms == 0 and bool(ready)
         conns = self._conns
@@ -223,6 +241,7 @@ class Inbox:
             a = self._alarm = Alarm()
             self._afd = a.fd
             self._ep.register(a.fd, select.EPOLLIN)
+            _gatekeeper().watch(self, a.fd)
         if a.at is None or at < a.at:
             a.set(at, time.monotonic())
 
@@ -253,6 +272,16 @@ class Inbox:
                if t is not None]
         if nxt:
             self._wake_at(min(nxt))
+
+    def _serve_unread(self) -> None:
+        """The gatekeeper's turn while no thread is inside :meth:`recv`: accept what
+        waits, close what is overdue, log a due summary (no message is read)."""
+        if self._closing:
+            return
+        self._accept()
+        a = self._alarm
+        if a is not None and (a.at is None or a.at <= time.monotonic()):
+            self._on_alarm()
 
     def _refuse(self, fd: int, c, why: str) -> None:
         """Drop an unproven connection, logging why (at a bounded rate)."""
@@ -372,6 +401,7 @@ class Inbox:
             return
         self.closed = True
         self._closing = True
+        _gatekeeper().forget(self)        # before any of its fds is closed
         self._ls.close()
         _unlink(self.target)
         try:                              # unless a newer incarnation took the path
@@ -394,6 +424,94 @@ class Inbox:
             if self._alarm is not None:
                 self._alarm.close()
         REFUSALS.flush()
+
+
+class _Gatekeeper:
+    """One daemon thread per process that keeps the inboxes' door while no thread
+    reads them: it watches each inbox's listening socket and alarm (one-shot, in an
+    epoll set of its own) and, when one is ready and no thread is inside the inbox's
+    :meth:`Inbox.recv`, accepts the connections waiting, closes those whose proof is
+    overdue and logs a due summary of refusals.  When a reader is inside, that reader
+    does it (the same fds are in its epoll set), and the watch is re-armed as the
+    reader leaves.  So a connection that proves nothing is closed after
+    ``MONARCH_CY_AUTH_TIMEOUT`` even in an inbox nobody reads for hours (a caller's
+    reply inbox between calls, an idle actor's)."""
+
+    _ARM = select.EPOLLIN | select.EPOLLONESHOT
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._ep = select.epoll()
+        self._lock = threading.RLock()    # held while an inbox is served
+        self._by_fd = {}                  # watched fd -> its inbox
+        self._fds = {}                    # inbox -> its watched fds
+        threading.Thread(target=self._run, name="monarch_cy-inbox-gate",
+                         daemon=True).start()
+
+    def watch(self, inbox: Inbox, fd: int) -> None:
+        with self._lock:
+            self._by_fd[fd] = inbox
+            self._fds.setdefault(inbox, []).append(fd)
+            self._ep.register(fd, self._ARM)
+
+    def forget(self, inbox: Inbox) -> None:
+        """Stop watching ``inbox`` (waits for a turn serving it to end)."""
+        with self._lock:
+            for fd in self._fds.pop(inbox, ()):
+                self._by_fd.pop(fd, None)
+                try:
+                    self._ep.unregister(fd)
+                except OSError:
+                    pass
+
+    def rearm(self, inbox: Inbox) -> None:
+        with self._lock:
+            for fd in self._fds.get(inbox, ()):
+                try:
+                    self._ep.modify(fd, self._ARM)
+                except OSError:
+                    pass
+
+    def _run(self) -> None:
+        while True:
+            try:
+                events = self._ep.poll()
+            except InterruptedError:
+                continue
+            for fd, _ in events:
+                with self._lock:
+                    inbox = self._by_fd.get(fd)
+                    if inbox is None:
+                        continue
+                    inbox._sweep = True        # before trying: see Inbox.recv
+                    if not inbox._reading.acquire(False):
+                        continue               # its reader re-arms on leaving recv()
+                    try:
+                        inbox._sweep = False
+                        inbox._serve_unread()
+                    except Exception:  # noqa: BLE001 - the door stays kept
+                        from monarch_cy._log import logger
+                        logger("transport").exception("serving %s unread failed",
+                                                      inbox.path)
+                    finally:
+                        inbox._reading.release()
+                    self.rearm(inbox)
+
+
+_GATE = None
+_GATE_LOCK = threading.Lock()
+
+
+def _gatekeeper() -> _Gatekeeper:
+    """This process's gatekeeper (a fresh one in a forked child)."""
+    global _GATE
+    g = _GATE
+    if g is None or g.pid != os.getpid():
+        with _GATE_LOCK:
+            g = _GATE
+            if g is None or g.pid != os.getpid():
+                g = _GATE = _Gatekeeper()
+    return g
 
 
 def _unlink(path: str) -> None:

@@ -229,30 +229,31 @@ def test_a_peer_proving_nothing_is_closed_after_the_auth_timeout(tmp_path, monke
     assert "no proof within 0.3 s" in text and "its first record is not a proof" in text
 
 
-def test_idle_peer_is_closed_when_nothing_else_happens(tmp_path, monkeypatch):
-    """The alarm is in the inbox's epoll set: a pump polling only ``fileno()`` wakes for
-    the deadline even when no message and no connection arrives."""
+def test_idle_peers_are_closed_while_no_thread_reads_the_inbox(tmp_path, monkeypatch):
+    """Nobody calls recv() (a caller's reply inbox between calls, an idle actor's): a
+    peer that proves nothing, connected before and after the inbox was last read, is
+    still closed after MONARCH_CY_AUTH_TIMEOUT, and a peer that proved itself keeps
+    its messages for the reader."""
     monkeypatch.setenv("MONARCH_CY_AUTH_TIMEOUT", "0.2")
-    box = u.Inbox(f"unix://{tmp_path}/quiet", os.urandom(32))
+    secret = os.urandom(32)
+    box = u.Inbox(f"unix://{tmp_path}/quiet", secret)
+    out = u.Outlet(box.addr, secret)
     idle = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    idle.connect(box.path)
-    poll = select.poll()
-    poll.register(box.fileno(), select.POLLIN)
-    t0 = time.monotonic()
-    accepted = False
+    late = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        for _ in range(5):
-            assert poll.poll(2000), "the inbox's fd never became readable"
-            with pytest.raises(u.Again):
-                box.recv(0)
-            accepted = accepted or bool(box._conns)
-            if accepted and not box._conns:
-                break
-        assert accepted and not box._conns
-        assert 0.15 < time.monotonic() - t0 < 1.5
-        assert _dropped(idle, within=1.0)
+        idle.connect(box.path)
+        _send(out, [b"first"])
+        assert box.recv(2000) == [b"first"]      # the last read: idle is accepted
+        t0 = time.monotonic()
+        late.connect(box.path)                   # while no thread reads
+        _send(out, [b"kept"])
+        assert _dropped(idle, within=2.0) and _dropped(late, within=2.0)
+        assert 0.15 < time.monotonic() - t0 < 2.0
+        assert box.recv(2000) == [b"kept"]       # the job's peer was not touched
     finally:
         idle.close()
+        late.close()
+        out.close()
         box.close()
 
 
@@ -319,3 +320,38 @@ def test_an_address_too_long_for_its_socket_is_named(tmp_path):
     with pytest.raises(ValueError, match="too long for a unix:// inbox"):
         u.Inbox(addr, os.urandom(32))
     assert os.listdir(deep) == []
+
+
+def test_malformed_messages_of_the_job_log_one_traceback_then_a_count(tmp_path,
+                                                                      monkeypatch, caplog):
+    """200 authenticated messages a handler cannot handle (a bug or a version skew):
+    one full traceback, the rest counted in one summary line when the interval ends;
+    the node goes on serving."""
+    from monarch_cy._transport import node as node_mod
+    limiter = RateLimited("transport", "messages that could not be handled", burst=1,
+                          interval=0.5)
+    monkeypatch.setattr(node_mod, "_UNHANDLED", limiter, raising=False)
+    caplog.set_level(logging.WARNING, "monarch_cy.transport")
+    secret = os.urandom(32)
+    addr = f"unix://{tmp_path}/m0"
+    node, got = _node(addr, secret, str(tmp_path))
+    out = u.Outlet(addr, secret)
+    try:
+        for _ in range(200):
+            _send(out, [pack((KIND,), b"not a pickle")])
+        _send(out, [pack((KIND,), pickle.dumps("after"))])
+        assert _wait(lambda: got == ["after"])
+        time.sleep(0.6)
+        _send(out, [pack((KIND,), b"not a pickle")])      # the next interval's first
+        assert _wait(lambda: sum(r.getMessage().startswith("... and ")
+                                 for r in caplog.records) == 1)
+    finally:
+        out.close()
+        node.close()
+    records = [r for r in caplog.records if r.name == "monarch_cy.transport"]
+    traced = [r for r in records if r.exc_info]
+    assert len(traced) == 2 and "UnpicklingError" in caplog.text   # one per interval
+    plain = [r.getMessage() for r in records if not r.exc_info]
+    assert len(records) == 3 and len(plain) == 1, [r.getMessage() for r in records]
+    assert plain[0].startswith("... and 199 more messages that could not be handled "
+                               "in the last"), plain
