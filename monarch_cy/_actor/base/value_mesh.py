@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Generic, Iterator, TypeVar
 
 from monarch_cy._checks import is_int
-from monarch_cy._errors import MeshIndexError
 from monarch_cy._actor.base.shape import Extent, MeshTrait, Point, Shape
 
 __all__ = ["ValueMesh"]
@@ -48,7 +47,7 @@ class ValueMesh(MeshTrait, Generic[R]):
         if not is_int(rank):
             raise TypeError(f"rank must be an int, not {rank!r}")
         if not 0 <= rank < n:
-            raise MeshIndexError(f"rank {rank} is out of range for a mesh of {n} values")
+            raise ValueError(f"index {rank} out of range (len={n})")      # Monarch's
         return self._values[self._shape.global_ranks()[rank]]
 
     def items(self) -> "Iterator[tuple[Point, R]]":
@@ -60,13 +59,27 @@ class ValueMesh(MeshTrait, Generic[R]):
         return self.items()
 
     def item(self, **coords) -> R:
-        """The value at ``coords``; every dimension must be named (none for a 0-dim mesh)."""
-        missing = [l for l in self._shape.labels if l not in coords]
-        if missing:
-            raise MeshIndexError(f"item() needs a coordinate for every dimension; "
-                                 f"missing {missing!r}")
-        sub = self._shape.slice(**coords)
-        return self._values[sub.offset]
+        """The value at ``coords``; every dimension must be named (none for a 0-dim mesh).
+
+        Monarch's errors: ``KeyError(label)`` for a dimension not named, ``KeyError``
+        ``item has extra dimensions: [...]`` for names this mesh does not have,
+        ``IndexError`` ``rank <r> not in current shape`` for a coordinate out of range
+        (``r`` computed as Monarch does; never another point's value)."""
+        sh = self._shape
+        coords = dict(coords)
+        try:
+            at = [coords.pop(label) for label in sh.labels]
+        except KeyError as e:
+            raise KeyError(e.args[0]) from None
+        if coords:
+            raise KeyError(f"item has extra dimensions: {list(coords)}")
+        for label, c in zip(sh.labels, at):
+            if not is_int(c):
+                raise TypeError(f"item(): coordinate {label}={c!r} is not an int")
+        g = sh.offset + sum(c * st for c, st in zip(at, sh.strides))
+        if not all(0 <= c < n for c, n in zip(at, sh.sizes)):
+            raise IndexError(f"rank {g} not in current shape")
+        return self._values[g]
 
     def __reduce__(self):
         return (ValueMesh, (Shape.dense(self._shape.labels, self._shape.sizes),
@@ -77,7 +90,8 @@ class ValueMesh(MeshTrait, Generic[R]):
             self.values() == other.values()
 
     def __repr__(self):
-        # Monarch's layout: ValueMesh({procs: 2}):\n  (({'procs': 0/2}, v0),\n   ...)
-        rows = [f"({p!r}, {v!r})" for p, v in self.items()]
-        body = ",\n   ".join(rows)
-        return f"ValueMesh({self.extent!r}):\n  ({body})"
+        # Monarch's layout: the pretty-printed tuple of (Point, value), indented
+        import pprint  # deferred: import time (printing a mesh is rare)
+        import textwrap  # deferred: import time (as above)
+        body = textwrap.indent(pprint.pformat(tuple(self.items())), "  ")
+        return f"ValueMesh({self.extent!r}):\n{body}"

@@ -82,7 +82,9 @@ class ProcMesh(MeshTrait):
         class and arguments are pickled once here (classes from ``__main__``, a
         notebook or a function go by value); an unpicklable one raises ``TypeError``
         here.  Spawning a name already used on this proc mesh gives a second,
-        independent actor mesh, as in Monarch.
+        independent actor mesh, as in Monarch.  On a stopped proc mesh it raises
+        Monarch's ``RuntimeError("`ProcMesh` has already been stopped")``; on a proc
+        already dead, ``SupervisionError`` (Monarch's waits for the caller's timeout).
         """
         return self._spawn(name, Class, args, kwargs)  # type: ignore[return-value]
 
@@ -95,7 +97,7 @@ class ProcMesh(MeshTrait):
         eps, plain = check_actor_class(cls)
         st = self._state
         if st.stopped:
-            raise MeshStoppedError(name, None, "cannot spawn on a stopped proc mesh")
+            raise RuntimeError("`ProcMesh` has already been stopped")     # Monarch's
         node = get_node()
         granks = self._shape.global_ranks()
         procs = [self._procs[g] for g in granks]

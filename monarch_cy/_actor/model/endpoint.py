@@ -173,7 +173,8 @@ class Endpoint(RoutedSend, Generic[P, R]):
         st = mesh._state
         if st is not None and st.stopped:
             raise MeshStoppedError(mesh._name, None, "stopped by client",
-                                   f"{mesh._name}.{self._name}()")
+                                   f"{mesh._name}.{self._name}()",
+                                   mesh._who(granks[0]) if granks else None)
         procs = [mesh._procs[g] for g in granks]
         return node, procs, True
 
@@ -261,7 +262,7 @@ class Endpoint(RoutedSend, Generic[P, R]):
         st = mesh._state
         if st is not None and st.stopped:
             raise MeshStoppedError(mesh._name, None, "stopped by client",
-                                   f"{mesh._name}.{self._name}()")
+                                   f"{mesh._name}.{self._name}()", mesh._who(g))
         proc = mesh._procs[g]
         if cast_router.ROUTERS and node.is_controller and \
                 mesh._addrs[0] in cast_router.ROUTERS:       # cast down a tree before

@@ -31,8 +31,8 @@ def test_sixteen_procs_and_stop():
     assert not (pids & set(children()))
     with pytest.raises(MeshStoppedError):
         m.ping.call(1)
-    with pytest.raises(MeshStoppedError):
-        pm.spawn("again", Echo)
+    with pytest.raises(RuntimeError, match=r"^`ProcMesh` has already been stopped$"):
+        pm.spawn("again", Echo)                 # Monarch's type and text
     pm.stop().get(1)     # idempotent
 
 
