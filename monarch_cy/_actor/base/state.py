@@ -11,6 +11,8 @@ up for it:
   :data:`STATES` (every proc mesh's state, for shutdown), :data:`ACTOR_HOME` (actor
   address -> ``(proc mesh state, global proc rank)``), :data:`HOSTS` (actor address ->
   the ``ActorHost`` running it in this process); the log sink (:func:`log_sink`);
+* :func:`proc_failure` and :func:`dead_among` — THE way to read which procs the
+  node knows dead (its ``dead`` map), safe against a concurrent revive;
 * :data:`local` — the thread-local that names the actor running on this thread;
 * the job's handle fingerprint (:func:`job_tag`, :func:`check_job`);
 * :func:`this_proc` — this process as a proc mesh of one, provided by the meshes
@@ -30,7 +32,8 @@ from monarch_cy._transport.current import current_node, node_or_make
 
 __all__ = ["get_node", "set_node_maker", "next_id", "LIVE_PROCS", "STATES", "ACTOR_HOME",
            "HOSTS", "local", "job_tag", "check_job", "this_proc", "provide_this_proc",
-           "proc_mesh_of", "provide_proc_mesh_of", "log_sink", "set_log_sink"]
+           "proc_mesh_of", "provide_proc_mesh_of", "log_sink", "set_log_sink",
+           "proc_failure", "dead_among", "forget_dead"]
 
 LIVE_PROCS: dict = {}   # proc key -> _Proc (children of this controller)
 STATES: list = []       # every ProcMesh state made here, for shutdown and lookups
@@ -65,6 +68,47 @@ def get_node():
         raise RuntimeError("the actor runtime is not wired in this process: import "
                            "monarch_cy.actor (or monarch_cy._actor) first")
     return node_or_make(_maker)
+
+
+def proc_failure(node, proc_key: str) -> str | None:
+    """Why the proc ``proc_key`` is known dead here (the cause its calls fail with),
+    or None while it is taken to be alive.
+
+    THE way to read one proc's entry of ``node.dead``: a respawn revives a proc (its
+    entry is removed, in the pump) while other threads call, so a check followed by a
+    second read (``p in dead`` then ``dead[p]``) can raise ``KeyError``.  This is one
+    ``dict.get`` (atomic under the GIL): the answer may be a moment old, never an
+    exception.  Callers keep the value they got and do not read the map again."""
+    dead = node.dead
+    return dead.get(proc_key) if dead else None
+
+
+def dead_among(node, proc_keys) -> dict:
+    """``{proc key: cause}`` for those of ``proc_keys`` (a set, or a sequence) known
+    dead now, read once (see :func:`proc_failure`); costs the smaller of the two
+    sizes, so a long-lived controller's record of dead procs does not slow casts."""
+    dead = node.dead
+    if not dead:
+        return {}
+    if len(proc_keys) <= len(dead):
+        get = dead.get
+        out = {}
+        for k in proc_keys:
+            cause = get(k)
+            if cause is not None:
+                out[k] = cause
+        return out
+    wanted = proc_keys if isinstance(proc_keys, (set, frozenset, dict)) else set(proc_keys)
+    return {k: c for k, c in dead.copy().items() if k in wanted}
+
+
+def forget_dead(node, proc_keys) -> None:
+    """Drop the record of procs gone for good (their mesh was stopped and every one
+    of them exited): nothing can call them any more (a stopped mesh refuses calls),
+    and a long-lived controller must not keep one entry per proc it ever ran."""
+    dead = node.dead
+    for k in proc_keys:
+        dead.pop(k, None)
 
 
 def next_id() -> int:

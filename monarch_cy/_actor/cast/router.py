@@ -216,7 +216,7 @@ def stop_down_trees(node, records) -> tuple:
                     idle.update(router.addrs)
             continue
         plan = router.full_plan()
-        if node.dead and any(p in node.dead for p in plan.procs):
+        if _state.dead_among(node, plan.procs):
             continue                  # a broken tree: straight to each actor instead
         data, extras = node.encode(((), {}), (node.key,))
         send_tree(node, plan, "__stop__", "", 0, node.key, None, data, extras)

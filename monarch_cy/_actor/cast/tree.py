@@ -32,6 +32,7 @@ import pickle
 from bisect import bisect_left
 
 from monarch_cy import _config
+from monarch_cy._actor.base.state import proc_failure
 from monarch_cy._actor.cast.reduce import ReduceRelay
 from monarch_cy._transport.protocol import (CAST, REPLY, REPLY_BATCH, REPLY_PARTIAL, buf,
                                             pack, pack_call)
@@ -159,9 +160,8 @@ def send_down(node, plan: Plan, f0: bytes, extras=(), leaf=None) -> None:
     ``plan``, skipping procs known dead (the sender fails or retries what lies
     behind them); then, for each one-rank chunk the sender delivers to itself,
     ``leaf(local, target) -> (destination, frames)`` is sent."""
-    dead = node.dead
     for proc, _, hop in plan.heads:
-        if not (dead and proc in dead):
+        if proc_failure(node, proc) is None:
             node.send(proc, [f0, hop, *extras])
     if leaf is not None:
         for local, target in plan.direct:

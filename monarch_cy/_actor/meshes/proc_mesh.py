@@ -102,7 +102,7 @@ class ProcMesh(MeshTrait):
         granks = self._shape.global_ranks()
         procs = [self._procs[g] for g in granks]
         for p in procs:
-            why = node.dead.get(p.key)
+            why = _state.proc_failure(node, p.key)
             if why is not None:
                 client_faults.note_seen(p.key)      # the program is told of it here
                 raise SupervisionError(name, p.rank, f"cannot spawn: {why}")

@@ -67,7 +67,8 @@ READY_TIMEOUT_S = 120.0
 
 def _failed(node, st, g) -> bool:
     p = st.procs[g]
-    return (g in st.failed_ranks or not p.alive or p.silent or p.key in node.dead)
+    return (g in st.failed_ranks or not p.alive or p.silent or
+            _state.proc_failure(node, p.key) is not None)
 
 
 def respawn(pm, ranks, on_exit) -> Future:
@@ -201,7 +202,8 @@ def _give_up_held(node, st, targets, exc) -> None:
     for g in targets:
         p = st.procs[g]
         addrs = addrs_on(st, g, p)
-        if node.discard_held(addrs) or p.key not in node.dead and not p.up.is_set():
+        if node.discard_held(addrs) or \
+                _state.proc_failure(node, p.key) is None and not p.up.is_set():
             node.proc_failed(p.key, cause, addrs)
 
 

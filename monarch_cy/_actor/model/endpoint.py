@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 
 _make = Future._make
+_proc_failure = _state.proc_failure
 _LOCAL = _state.local
 _get_node = _state.get_node
 
@@ -210,27 +211,28 @@ class Endpoint(RoutedSend, Generic[P, R]):
         if reply_to is not None:       # send(..., port=): replies go to the user's port
             addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
         addrs = mesh._addrs
-        dead = node.dead
         send = node.send
-        for local, g in enumerate(granks):
-            p = procs[local]
-            if p in dead:
-                _seen(p)
-                if want_reply and collector.proc_failed(p, dead[p]):
-                    node.drop_port(port_id)
-                continue
-            try:
+        try:
+            for local, g in enumerate(granks):
+                p = procs[local]
+                cause = _proc_failure(node, p)
+                if cause is not None:
+                    _seen(p)
+                    if want_reply and collector.proc_failed(p, cause):
+                        node.drop_port(port_id)
+                    continue
                 send(addrs[g], [pack_call(name, addr, port_id, local, key, ext, data),
                                 *extras])
-            except BaseException:         # e.g. MemoryError: no room for the message
-                if port_id and reply_to is None:
-                    node.drop_port(port_id)
-                raise
-        if dead:          # a proc failed while we sent: its part must not hang
-            for local, g in enumerate(granks):
-                if procs[local] in dead:
-                    _late_dead(node, port_id, collector if want_reply else None,
-                               procs[local], addrs[g])
+            late = _state.dead_among(node, procs)
+            if late:          # a proc failed while we sent: its part must not hang
+                for local, g in enumerate(granks):
+                    if procs[local] in late:
+                        _late_dead(node, port_id, collector if want_reply else None,
+                                   procs[local], addrs[g])
+        except BaseException:  # e.g. MemoryError (no room): what it holds is released
+            if port_id and reply_to is None:
+                node.drop_port(port_id)
+            raise
         if want_reply and self._timeout is not None:
             self._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
         return port_id
@@ -272,10 +274,10 @@ class Endpoint(RoutedSend, Generic[P, R]):
                                                          mesh._who), args,
                        kwargs, ext=ext)
             return fut
-        dead = node.dead
-        if dead and proc in dead:
+        cause = _proc_failure(node, proc)
+        if cause is not None:
             _seen(proc)
-            return Future._resolved(exc=SupervisionError(mesh._name, g, dead[proc],
+            return Future._resolved(exc=SupervisionError(mesh._name, g, cause,
                                                          f"{mesh._name}.{self._name}()",
                                                          mesh._who(g)))
         try:
@@ -294,11 +296,11 @@ class Endpoint(RoutedSend, Generic[P, R]):
         try:
             node.send(addr, [pack_call(self._name, node.direct_addr, port_id, 0, node.key,
                                        ext, data), *extras])
+            if _proc_failure(node, proc) is not None:  # it failed while we sent
+                _late_dead(node, port_id, col, proc, addr)
         except BaseException:             # e.g. MemoryError: no room for the message
             node.drop_port(port_id)
             raise
-        if proc in dead:          # it failed while we sent: do not hang
-            _late_dead(node, port_id, col, proc, addr)
         if self._timeout is not None:
             self._arm(node, port_id, [fut])
         return fut
@@ -421,7 +423,7 @@ def _late_dead(node, port_id, collector, proc, addr) -> None:
     # port, and our send may have reopened a socket to the dead address.
     node.forget((addr,))
     if collector is not None and node.port(port_id) is not None:
-        if collector.proc_failed(proc, node.dead.get(proc, "proc failed")):
+        if collector.proc_failed(proc, _proc_failure(node, proc) or "proc failed"):
             node.drop_port(port_id)
         node.wake_direct()
 

@@ -12,6 +12,7 @@ arguments that cannot be encoded, naming the endpoint).
 from __future__ import annotations
 
 from monarch_cy._actor.base.client_faults import note_seen
+from monarch_cy._actor.base.state import dead_among
 from monarch_cy._actor.cast import router as cast_router, tree as cast_tree
 
 __all__ = ["RoutedSend"]
@@ -67,32 +68,32 @@ class RoutedSend:
         addr = node.direct_addr if direct else node.addr
         if reply_to is not None:
             addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
-        dead = node.dead
-        lost = [p for p in list(dead) if p in plan.procs] if dead else None
+        lost = dead_among(node, plan.procs)     # proc key -> cause, read once
         route = cast_tree.route_around(plan, lost, mesh._addrs, mesh._procs, granks,
                                        router.k) if lost else plan
         try:
             cast_tree.send_tree(node, route, self._name, addr, port_id, key, ext, data,
                                 extras, _relay_mode(confirmable and not self._explicit,
                                                     collector, reduce), reduce)
+            if lost:       # a proc on the route is dead: what lies behind it fails now
+                for p, cause in lost.items():
+                    note_seen(p)            # the program is told of the failure
+                    if want_reply and reply_to is None and \
+                            collector.proc_failed(p, cause):
+                        node.drop_port(port_id)
+                        break
+                if not want_reply:
+                    from monarch_cy._log import logger  # deferred: import time (logging)
+                    logger("actor").warning(
+                        "%s.%s: not delivered behind dead proc(s) %s (respawn them)",
+                        mesh._name, self._name, ", ".join(map(str, lost)))
+                node.wake_direct()
         except BaseException:
             if port_id and reply_to is None:
                 node.drop_port(port_id)
             if confirmable:
                 collector.abandoned()       # perhaps sent to some heads
             raise
-        if lost:           # a proc on the route is dead: what lies behind it fails now
-            for p in lost:
-                note_seen(p)                # the program is told of the failure
-                if want_reply and reply_to is None and collector.proc_failed(p, dead[p]):
-                    node.drop_port(port_id)
-                    break
-            if not want_reply:
-                from monarch_cy._log import logger  # deferred: import time (logging)
-                logger("actor").warning(
-                    "%s.%s: not delivered behind dead proc(s) %s (respawn them)",
-                    mesh._name, self._name, ", ".join(map(str, lost)))
-            node.wake_direct()
         if want_reply and self._timeout is not None:
             self._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
         return port_id
