@@ -36,7 +36,7 @@ from collections import deque
 
 from monarch_cy._log import RateLimited
 from monarch_cy._resource import Owned
-from monarch_cy._transport import shm, unixsock, wire
+from monarch_cy._transport import shm, unix_records, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
 from monarch_cy._transport.current import current_node, node_or_make, set_node  # noqa: F401
 from monarch_cy._transport.protocol import (PROC_DEAD, RELEASE, REPLY, REPLY_BATCH,
@@ -385,6 +385,21 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
     def revive(self, proc_key: str) -> None:
         """``proc_key`` names a live proc again (it was respawned): calls reach it."""
         self.dead.pop(proc_key, None)
+
+    def remove_addresses(self, addrs) -> None:
+        """The processes that bound ``addrs`` on this host exited for good (their
+        mesh was stopped; nothing will bind these addresses again): remove what they
+        left on the file system, which an exit without closing (``os._exit``,
+        SIGKILL) does not: a ``unix://`` inbox's link and socket, an ``ipc://``
+        socket file.  Other schemes leave nothing.  Idempotent."""
+        for a in addrs:
+            if a.startswith(unixsock.SCHEME):
+                unix_records.remove_inbox(unix_records.path_of(a))
+            elif a.startswith("ipc://"):
+                try:
+                    os.unlink(a[6:])
+                except OSError:
+                    pass
 
     def close_for_exit(self, flush_timeout: float = 1.0, term_timeout: float = 1.0) -> None:
         """The process is about to ``os._exit`` (a worker's STOP): flush what is

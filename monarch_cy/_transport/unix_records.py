@@ -33,7 +33,7 @@ import os
 import struct
 
 __all__ = ["SCHEME", "MAX_RECORD", "Again", "Closed", "path_of", "new_incarnation",
-           "is_incarnation_of", "resolve", "proof", "proof_record", "record", "records",
+           "is_incarnation_of", "resolve", "remove_inbox", "proof", "proof_record", "record", "records",
            "discard", "split"]
 
 
@@ -80,6 +80,23 @@ def resolve(path: str) -> tuple:
     when there is none (not bound yet, closed, or not an inbox's link)."""
     name = os.readlink(path)
     return os.path.join(os.path.dirname(path), name), name
+
+
+def remove_inbox(path: str) -> None:
+    """Remove what the inbox bound at ``path`` left on the file system once its
+    process exited for good (no later incarnation will bind ``path``): the link and
+    the incarnation's socket it points at.  A path that is not an inbox's link is
+    left alone; missing files are no error."""
+    try:
+        name = os.readlink(path)
+    except OSError:
+        return
+    if is_incarnation_of(path, name):
+        for f in (os.path.join(os.path.dirname(path), name), path):
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
 
 
 def proof(secret: bytes, path: str, incarnation: str, nonce: bytes) -> bytes:

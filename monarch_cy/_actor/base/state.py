@@ -33,7 +33,7 @@ from monarch_cy._transport.current import current_node, node_or_make
 __all__ = ["get_node", "set_node_maker", "next_id", "LIVE_PROCS", "STATES", "ACTOR_HOME",
            "HOSTS", "local", "job_tag", "check_job", "this_proc", "provide_this_proc",
            "proc_mesh_of", "provide_proc_mesh_of", "log_sink", "set_log_sink",
-           "proc_failure", "dead_among", "forget_dead"]
+           "proc_failure", "dead_among", "forget_dead", "made_here"]
 
 LIVE_PROCS: dict = {}   # proc key -> _Proc (children of this controller)
 STATES: list = []       # every ProcMesh state made here, for shutdown and lookups
@@ -116,6 +116,12 @@ def next_id() -> int:
     with _lock:
         _counter[0] += 1
         return _counter[0]
+
+
+def made_here(mesh_id: int) -> bool:
+    """Whether :func:`next_id` handed out ``mesh_id`` in this process (a mesh made
+    here, perhaps stopped and forgotten since)."""
+    return 0 < mesh_id <= _counter[0]
 
 
 def provide_this_proc(fn) -> None:

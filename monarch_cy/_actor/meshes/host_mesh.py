@@ -30,6 +30,12 @@ from monarch_cy._transport.current import current_node
 __all__ = ["HostMesh", "this_host"]
 
 
+def _stopped_and_gone(pm) -> bool:
+    """Whether the proc mesh ``pm`` was stopped and every proc of it has exited."""
+    fut = pm._state.stop_future
+    return fut is not None and fut.done()
+
+
 class _HostRecord:
     """What an owned host mesh and its slices share: the proc meshes spawned from
     them (for ``stop``/``shutdown``), whether it was shut down, and the Future of its
@@ -177,7 +183,10 @@ class HostMesh(MeshTrait):
         rec = self._live()
         pm = self._spawn_procs(per_host, bootstrap, name, proc_bind, bootstrap_command,
                                env=env, restart=restart, heartbeat_timeout=heartbeat_timeout)
-        rec.meshes.append(pm)            # stop()/shutdown() stop it
+        # stop()/shutdown() stop it; meshes already stopped (every proc exited) are
+        # dropped here, so a long-lived host mesh does not keep one per spawn
+        rec.meshes = [m for m in rec.meshes if not _stopped_and_gone(m)]
+        rec.meshes.append(pm)
         return pm
 
     def _spawn_procs(self, per_host, bootstrap, name, proc_bind, bootstrap_command, *,

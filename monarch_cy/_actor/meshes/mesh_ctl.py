@@ -44,6 +44,9 @@ def handle_mesh_ctl(node, hdr, data, extras) -> None:
         node.reply(raddr, port, None, True,
                    ProcMesh(st.procs, Shape.dense(("ranks",), (len(st.procs),)), st), rkey)
         return
+    if st is None and op == "stop" and _state.made_here(mesh_id):
+        node.reply(raddr, port, None, True, None, rkey)     # stopped and released
+        return
     if st is None or op != "stop":
         node.reply(raddr, port, None, False,
                    ValueError(f"no proc mesh {mesh_id} here for {op!r}"), rkey)

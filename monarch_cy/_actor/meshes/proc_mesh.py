@@ -297,6 +297,10 @@ def _rebuild_proc_mesh(tag, owner, mesh_id, name, procs, shape):
         for st in _state.STATES:
             if st.mesh_id == mesh_id:
                 return ProcMesh(st.procs, shape, st)
+        if _state.made_here(mesh_id):     # stopped, and released since (proc_stop)
+            st = _State(mesh_id, [_RemoteProc(*p) for p in procs], name)
+            st.stopped = True
+            return ProcMesh(st.procs, shape, st)
         raise ForeignJobError(f"proc mesh {name!r} (id {mesh_id}) is not known to the "
                               "process that made it any more")
     with _views_lock:

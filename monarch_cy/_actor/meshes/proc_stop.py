@@ -7,6 +7,12 @@ first; down an actor mesh's cast tree where calls may still be on their way,
 (directly, or down the tree for large meshes, :mod:`monarch_cy._actor.cast.stop`),
 which runs its actors' ``__cleanup__`` and exits; whatever is left after the grace
 period is SIGKILLed.  The Future resolves when every proc has exited.
+
+A stopped mesh leaves nothing behind in the controller (:func:`release`): once
+every proc exited, the files its procs and actors bound in the run directory, its
+procs' entries in the node's record of dead procs, its actors' homes and the mesh's
+own state are dropped, so a long-lived controller that spawns and stops meshes
+stays flat.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.cast import stop as stop_tree
 from monarch_cy._actor.cast.router import stop_down_trees
 from monarch_cy._actor.cast.tree import use_tree
+from monarch_cy._actor.meshes.proc_state import addrs_on
 from monarch_cy._actor.model.actor import post_to
 from monarch_cy._transport.protocol import STOP, pack
 
-__all__ = ["stop_procs", "stop_all", "GRACE_S"]
+__all__ = ["stop_procs", "stop_all", "release", "GRACE_S"]
 
 GRACE_S = 3.0       # how long procs have to stop before they are SIGKILLed
 
@@ -36,6 +43,12 @@ def stop_procs(node, st) -> Future:
     fut = st.stop_future = Future._make(None)
     live = [p for p in st.procs if p.popen is not None and p.alive]
     st.stop_waiting = set(live)
+    left = [live]          # what the grace period's kill looks at, until all exited
+
+    def stopped(_):
+        left.clear()
+        release(node, st)
+    fut.add_done_callback(stopped)
     if not live:
         fut._set_result(None)
         return fut
@@ -61,7 +74,7 @@ def stop_procs(node, st) -> Future:
             node.send(p.key, [pack((STOP, sent))])
 
     def kill_rest():
-        for p in live:
+        for p in left[0] if left else ():
             if p.alive:
                 try:
                     p.popen.kill()
@@ -69,6 +82,31 @@ def stop_procs(node, st) -> Future:
                     pass
     node.add_timer(GRACE_S, kill_rest)
     return fut
+
+
+def release(node, st) -> None:
+    """The proc mesh ``st`` was stopped and every proc of it exited: drop what the
+    controller kept of it (module docstring).  Runs once, where the stop's Future
+    resolved; a proc of it that did not exit (not started here) keeps its files."""
+    keys, addrs, homes = [], [], []
+    for p in st.procs:
+        keys.append(p.key)
+        mine = addrs_on(st, p.rank, p)
+        homes += mine
+        if p.popen is not None and not p.alive and not p.remote:
+            addrs += (p.key, *mine)
+        if _state.LIVE_PROCS.get(p.key) is p:
+            del _state.LIVE_PROCS[p.key]
+    _state.forget_dead(node, keys)
+    for a in homes:
+        _state.ACTOR_HOME.pop(a, None)
+    client_faults.forget_seen((*keys, *homes))
+    try:
+        _state.STATES.remove(st)
+    except ValueError:
+        pass
+    st.meshes = []                 # the actors' classes and arguments
+    node.remove_addresses(addrs)
 
 
 def stop_all(grace: float = 2.0) -> None:
