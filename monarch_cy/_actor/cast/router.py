@@ -114,11 +114,16 @@ class Tracked(BaseCollector):
     whether every actor answered; fails the ranks below a forwarder that died."""
 
     __slots__ = ("inner", "router", "path", "cid", "full", "left", "got", "below",
-                 "ended", "fut", "futs")
+                 "ended", "fut", "futs", "rank_of", "resend")
 
-    def __init__(self, inner, router, path, cid, n, full, below) -> None:
+    def __init__(self, inner, router, path, cid, n, full, below, rank_of=None,
+                 resend=None) -> None:
+        """``below``, ``rank_of``: the route's (:class:`~.tree.Plan`); ``resend(
+        proc keys, answered call ranks)``: sends the call directly to the ranks on
+        those procs (None: a call whose route crossed a dead forwarder fails there)."""
         self.inner, self.router, self.path, self.cid = inner, router, path, cid
         self.full, self.left, self.got, self.below = full, n, set(), below
+        self.rank_of, self.resend = rank_of or {}, resend
         self.ended = False
         self.fut = getattr(inner, "fut", None)       # the inner collector's future(s)
         self.futs = getattr(inner, "futs", None)
@@ -172,13 +177,28 @@ class Tracked(BaseCollector):
         return done
 
     def proc_failed(self, proc, cause) -> bool:
-        done = self.inner.proc_failed(proc, cause)
+        """``proc`` failed: the ranks on it fail (with ``resend``, a stop: they count
+        as stopped); those whose route went through it are sent the call directly
+        (``resend``) or fail with a SupervisionError whose
+        ``rank`` is the forwarder's: the rank to respawn (``procs.respawn([e.rank])``
+        heals the route; their own procs are healthy)."""
         under = self.below.get(proc) if self.below else None
+        if self.resend is not None:      # a stop: what died is stopped; go around it
+            if under:
+                self.resend(under, self.got)
+            done = False
+            for r, p in enumerate(getattr(self.inner, "procs", ())):
+                if p == proc and r not in self.got:
+                    done = self.deliver(r, True, None) or done
+            return done
+        done = self.inner.proc_failed(proc, cause)
         if under and not done:
-            why = (f"the call's route went through proc {proc}, which failed ({cause}); "
-                   "it may or may not have reached this actor")
+            rank = self.rank_of.get(proc)
+            why = (f"the call's route went through rank {rank} (proc {proc}), which "
+                   f"failed ({cause}); it may or may not have reached the actors below "
+                   f"it, whose procs live: respawn rank {rank} to reach them again")
             for q in under:
-                if self.inner.proc_failed(q, why):
+                if self.inner.proc_failed(q, why, failed_rank=rank):
                     done = True
                     break
         if done:
@@ -198,11 +218,13 @@ class Tracked(BaseCollector):
 def stop_down_trees(node, records) -> tuple:
     """``ProcMesh.stop``: ``__stop__`` to the actors of each mesh whose calls may still
     be on their way down its tree, down that tree (so it arrives after them).  Returns
-    ``(reached, idle)``: the actor addresses so reached, and those of meshes with no
-    call of this controller in flight on any path (each proc may stop those itself).
+    ``(reached, idle, below)``: the actor addresses so reached, those of meshes with no
+    call of this controller in flight on any path (each proc may stop those itself),
+    and the ``below`` map of each tree used (forwarder proc key -> the proc keys its
+    ``__stop__`` passed through it: a forwarder that dies leaves them to the caller).
     The caller posts ``__stop__`` directly to the rest, and each proc's STOP waits for
     its actors while its pump keeps forwarding."""
-    done, idle = set(), set()
+    done, idle, below = set(), set(), []
     for rec in records:
         if not rec.where:
             continue
@@ -221,4 +243,5 @@ def stop_down_trees(node, records) -> tuple:
         data, extras = node.encode(((), {}), (node.key,))
         send_tree(node, plan, "__stop__", "", 0, node.key, None, data, extras)
         done.update(router.addrs)
-    return done, idle
+        below.append(plan.below)
+    return done, idle, below

@@ -10,9 +10,12 @@ the proc posts ``__stop__`` to its other actors itself, which is safe because
 those are the actors of meshes with no call of the controller in flight
 (:func:`.router.stop_down_trees`).
 
-A proc that dies before passing the stop on leaves its subtree running until the
-stop's grace period ends; then the controller kills every proc still alive, as it
-does for a proc that does not exit on a direct STOP.
+Failures are routed around, as casts are (:func:`.tree.route_around`): procs known
+dead are not in the tree, and a forwarder that dies without passing the stop on (its
+exit is not the clean one of a STOP) is reported by the caller to :func:`resend`,
+which stops the procs below it directly; so every live proc runs its actors'
+``__cleanup__`` whatever died above it, in the time a stop takes anyway.  What is
+left alive after the stop's grace period is killed.
 """
 
 from __future__ import annotations
@@ -20,16 +23,44 @@ from __future__ import annotations
 from monarch_cy._actor.cast.tree import Plan, fanout, pass_on, route, send_down
 from monarch_cy._transport.protocol import STOP, STOP_TREE, pack
 
-__all__ = ["send", "forward", "STOP_TREE"]
+__all__ = ["send", "resend", "forward", "STOP_TREE"]
 
 
-def send(node, stops) -> None:
-    """``stops``: ``[(proc, actor addresses already sent __stop__)]``, down the tree."""
+def send(node, stops) -> dict:
+    """``stops``: ``[(proc, actor addresses already sent __stop__)]``, down the tree
+    (the caller leaves out procs known dead).  Returns the tree's ``below`` map
+    (forwarder proc key -> the proc keys under it), for :func:`resend`."""
     keys = tuple(p.key for p, _ in stops)
     targets = tuple((p.key, sent) for p, sent in stops)
     plan = Plan(targets, keys, range(len(keys)), fanout())
     send_down(node, plan, pack((STOP_TREE,)), (),
               lambda _, t: (t[0], [pack((STOP, t[1]))]))
+    return plan.below
+
+
+def resend(node, belows, dead_key, stops, repost) -> int:
+    """The forwarder ``dead_key`` died during a stop: stop directly each proc its
+    part of the stop went through, per the ``below`` maps of the trees used
+    (:func:`send`'s, and those of the trees ``__stop__`` went down).  ``stops``: proc
+    key -> ``(actor addresses already sent __stop__, still to stop?)``; ``repost(
+    addrs)`` posts ``__stop__`` to actors again (theirs may have been lost with the
+    forwarder).  A STOP a proc already got is ignored there.  Returns how many procs
+    were sent a STOP."""
+    under = set()
+    for below in belows:
+        under.update(below.get(dead_key, ()))
+    n = 0
+    for key in under:
+        ent = stops.get(key)
+        if ent is None or not ent[1]():
+            continue
+        repost(ent[0])
+        try:
+            node.send(key, [pack((STOP, ent[0]))])
+            n += 1
+        except Exception:  # noqa: BLE001 - the grace period's kill covers it
+            pass
+    return n
 
 
 def forward(node, hdr, data, frames, stop) -> None:

@@ -18,8 +18,10 @@ Ordering: per-sender FIFO across tree and direct sends is the router's
 (:mod:`.router`).
 
 Failures.  A head that dies takes the undelivered part of its subtree with it;
-calls still waiting on ranks below it fail with :class:`SupervisionError` naming
-the forwarder (they may or may not have run), never hang.  A cast whose route
+calls still waiting on ranks below it fail with :class:`SupervisionError` whose
+``rank`` is the dead forwarder's (the rank to respawn; they may or may not have
+run), never hang.  A stop (``__stop_mesh__``; a proc mesh's stop, :mod:`.stop`) is
+instead re-sent directly to the live ranks below a dead forwarder.  A cast whose route
 crosses a proc already known dead fails those ranks at once, until the proc is
 respawned, and travels the tree without them (:func:`route_around`).  A ``broadcast`` lost that way is reported by the dead proc's own
 supervision event.  Only the controller casts down trees; calls made inside
@@ -90,9 +92,11 @@ class Plan:
     ``heads``: ``[(proc key, targets under it, route bytes)]`` the sender sends to; ``below``: proc key
     of each forwarder -> the proc keys of the targets under it (to fail them when it
     dies); ``direct``: ``[(call rank, actor address)]`` the sender delivers to itself
-    (one-rank chunks); ``procs``: every proc on the route (targets and forwarders)."""
+    (one-rank chunks); ``procs``: every proc on the route (targets and forwarders);
+    ``rank_of``: proc key of each forwarder -> its rank in the mesh (the rank to
+    respawn when it died)."""
 
-    __slots__ = ("heads", "direct", "below", "procs")
+    __slots__ = ("heads", "direct", "below", "procs", "rank_of")
 
     def __init__(self, addrs, procs, granks, k: int, skip=()) -> None:
         # skip: global ranks of the call not to route (see route_around)
@@ -101,6 +105,7 @@ class Plan:
         tg = [granks[i] for i in local]           # ... by their global rank, sorted
         self.below = {}
         self.procs = set()
+        self.rank_of = {}
 
         def build(lo, hi, i0, i1, up):
             # targets tg[i0:i1] lie in [lo, hi); returns ([(proc, count, bytes)] of the
@@ -125,6 +130,7 @@ class Plan:
                     direct.extend(here)
                     continue
                 self.below.setdefault(p, [])
+                self.rank_of[p] = a
                 count = j1 - j0 + len(here)
                 children, leaves = build(a + 1, b, j0, j1, up + (p,)) if j0 < j1 else ([], [])
                 here.extend(leaves)

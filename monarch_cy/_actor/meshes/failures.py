@@ -91,6 +91,8 @@ def on_exit(node, proc, code: int) -> None:
             addrs = addrs_on(st, proc.rank, proc)
             node.proc_failed(proc.key, cause, addrs)
             broadcast_dead(node, proc, cause, addrs)
+            if st.stop_exit is not None:      # the stop routes around a dead forwarder
+                st.stop_exit(proc, code)
         else:
             _proc_down(node, proc, describe_exit(code))
         proc.alive = False

@@ -52,9 +52,12 @@ def stop_procs(node, st) -> Future:
     if not live:
         fut._set_result(None)
         return fut
-    treed, idle = stop_down_trees(node, st.meshes)
+    # Procs known dead (their exit not processed yet) are waited for, not sent to:
+    # no tree goes through them (cast.stop).
+    targets = [p for p in live if _state.proc_failure(node, p.key) is None]
+    treed, idle, belows = stop_down_trees(node, st.meshes)
     stops = []
-    for p in live:
+    for p in targets:
         # __stop__ to each actor on the path its calls took (they run first), or
         # none where no call is in flight (the proc posts it itself); then STOP to
         # the proc, which waits for its actors' cleanup.
@@ -67,11 +70,13 @@ def stop_procs(node, st) -> Future:
                 if a not in idle:
                     sent.append(a)
         stops.append((p, tuple(sent)))
-    if use_tree(node, len(live)):            # a few messages, not one per proc
-        stop_tree.send(node, stops)
+    if use_tree(node, len(targets)):         # a few messages, not one per proc
+        belows.append(stop_tree.send(node, stops))
     else:
         for p, sent in stops:
             node.send(p.key, [pack((STOP, sent))])
+    if belows:
+        _route_around_deaths(node, st, stops, belows, treed)
 
     def kill_rest():
         for p in left[0] if left else ():
@@ -82,6 +87,25 @@ def stop_procs(node, st) -> Future:
                     pass
     node.add_timer(GRACE_S, kill_rest)
     return fut
+
+
+def _route_around_deaths(node, st, stops, belows, treed) -> None:
+    """Until the stop ends, a proc of it that exits other than cleanly (its STOP
+    exits with 0, after passing the stop on) may have been a forwarder that took the
+    stop of the procs below it along: those are stopped directly
+    (:func:`~monarch_cy._actor.cast.stop.resend`)."""
+    by_key = {p.key: (sent, lambda p=p: p.alive and
+                      _state.proc_failure(node, p.key) is None) for p, sent in stops}
+
+    def repost(addrs):
+        for a in addrs:
+            if a in treed:           # went down an actor mesh's tree: perhaps lost
+                post_to(node, a, "__stop__")
+
+    def exited(proc, code):
+        if code != 0:
+            stop_tree.resend(node, belows, proc.key, by_key, repost)
+    st.stop_exit = exited
 
 
 def release(node, st) -> None:
@@ -106,6 +130,7 @@ def release(node, st) -> None:
     except ValueError:
         pass
     st.meshes = []                 # the actors' classes and arguments
+    st.stop_exit = None
     node.remove_addresses(addrs)
 
 

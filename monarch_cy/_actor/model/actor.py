@@ -258,6 +258,9 @@ class ActorMesh(MeshTrait, Generic[A]):
         to it before this call, runs ``__cleanup__(None)``, drops its instance (so
         ``__del__`` runs) and answers every later call with ``MeshStoppedError``.
         Returns a Future resolved (to ``()``, as Monarch's) when every actor has stopped; non-blocking.
+        Down a cast tree, a dead forwarder is routed around (the live actors below
+        it are stopped directly) and, there, an actor whose proc died counts as
+        stopped (:data:`~.routed.REROUTED`).
         """
         out = Future._make(None)
         inner = Endpoint(self, "__stop_mesh__", False).call(str(reason))

@@ -14,7 +14,9 @@ id are delivered to it by the pumping thread, in arrival order.  Collectors:
 
 Each implements the transport's :class:`~monarch_cy._transport.ports.Collector`
 protocol (the node delivers to it); ``proc_failed(proc_key, cause)`` fails a collector
-still waiting on that proc and returns True when the collector is finished.  ``streaming``: whether the collector
+still waiting on that proc and returns True when the collector is finished (with
+``failed_rank=``, its ``SupervisionError`` names that rank as the failed one: a
+cast-tree forwarder that died with the call, :class:`~.cast.router.Tracked`).  ``streaming``: whether the collector
 does something with each reply as it comes (a cast tree's forwarders then pass replies
 up as they arrive; otherwise once per subtree, :mod:`monarch_cy._actor.cast.tree`).
 """
@@ -78,11 +80,12 @@ class OneCollector(BaseCollector):
             self.fut._set_exception(_err(value, self.call))
         return True
 
-    def proc_failed(self, proc, cause) -> bool:
+    def proc_failed(self, proc, cause, failed_rank=None) -> bool:
         if proc != self.proc:
             return False
-        self.fut._set_exception(_failed(self.actor, self.rank, cause, self.call,
-                                        self.who))
+        self.fut._set_exception(_failed(
+            self.actor, self.rank if failed_rank is None else failed_rank, cause,
+            self.call, self.who))
         return True
 
 
@@ -136,11 +139,12 @@ class GatherCollector(BaseCollector):
             return took, True
         return took, False
 
-    def proc_failed(self, proc, cause) -> bool:
+    def proc_failed(self, proc, cause, failed_rank=None) -> bool:
         for r, p in enumerate(self.procs):
             if p == proc and not self.got[r]:
-                self.fut._set_exception(_failed(self.actor, r, cause, self.call,
-                                                self.who))
+                self.fut._set_exception(_failed(
+                    self.actor, r if failed_rank is None else failed_rank, cause,
+                    self.call, self.who))
                 return True
         return False
 
@@ -165,13 +169,15 @@ class StreamCollector(BaseCollector):
             f._set_exception(_err(value, self.call))
         return self.next == len(self.futs)
 
-    def proc_failed(self, proc, cause) -> bool:
+    def proc_failed(self, proc, cause, failed_rank=None) -> bool:
         for r, p in enumerate(self.procs):
             if p == proc and not self.got[r]:
                 self.got[r] = True
                 f = self.futs[self.next]
                 self.next += 1
-                f._set_exception(_failed(self.actor, r, cause, self.call, self.who))
+                f._set_exception(_failed(
+                    self.actor, r if failed_rank is None else failed_rank, cause,
+                    self.call, self.who))
         return self.next == len(self.futs)
 
 

@@ -12,10 +12,11 @@ arguments that cannot be encoded, naming the endpoint).
 from __future__ import annotations
 
 from monarch_cy._actor.base.client_faults import note_seen
-from monarch_cy._actor.base.state import dead_among
+from monarch_cy._actor.base.state import dead_among, proc_failure
 from monarch_cy._actor.cast import router as cast_router, tree as cast_tree
+from monarch_cy._transport.protocol import pack_call
 
-__all__ = ["RoutedSend"]
+__all__ = ["RoutedSend", "REROUTED"]
 
 
 class RoutedSend:
@@ -43,7 +44,8 @@ class RoutedSend:
         if confirmable:
             collector = cast_router.Tracked(collector, router, path, cid, len(granks),
                                             len(granks) == len(mesh._addrs),
-                                            plan.below if plan is not None else None)
+                                            plan.below if plan is not None else None,
+                                            plan.rank_of if plan is not None else None)
         if plan is None:
             try:
                 return self._send_direct(node, granks, procs, collector, args, kwargs,
@@ -68,6 +70,9 @@ class RoutedSend:
         addr = node.direct_addr if direct else node.addr
         if reply_to is not None:
             addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
+        if confirmable and self._name in REROUTED:
+            collector.resend = _resender(node, mesh, granks, self._name, addr, port_id,
+                                         key, ext, data, extras)
         lost = dead_among(node, plan.procs)     # proc key -> cause, read once
         route = cast_tree.route_around(plan, lost, mesh._addrs, mesh._procs, granks,
                                        router.k) if lost else plan
@@ -97,6 +102,28 @@ class RoutedSend:
         if want_reply and self._timeout is not None:
             self._arm(node, port_id, getattr(collector, "futs", None) or [collector.fut])
         return port_id
+
+
+#: Messages routed around a dead forwarder instead of failing behind it: harmless
+#: twice, and due to every live actor (a stop must run each one's ``__cleanup__``).
+REROUTED = frozenset({"__stop_mesh__"})
+
+
+def _resender(node, mesh, granks, name, addr, port_id, key, ext, data, extras):
+    """``resend(proc keys, answered call ranks)`` for :class:`~.cast.router.Tracked`:
+    the call, directly to each rank on those procs that did not answer yet and whose
+    proc is not known dead (the route through a dead forwarder is gone)."""
+    def resend(procs, answered) -> None:
+        wanted = set(procs)
+        for local, g in enumerate(granks):
+            p = mesh._procs[g]
+            if p in wanted and local not in answered and proc_failure(node, p) is None:
+                try:
+                    node.send(mesh._addrs[g], [pack_call(name, addr, port_id, local, key,
+                                                         ext, data), *extras])
+                except Exception:  # noqa: BLE001 - its proc's failure ends the call
+                    pass
+    return resend
 
 
 def _relay_mode(relay: bool, collector, reduce) -> int:
