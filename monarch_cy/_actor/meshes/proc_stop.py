@@ -8,8 +8,8 @@ first; down an actor mesh's cast tree where calls may still be on their way,
 which runs its actors' ``__cleanup__`` and exits; whatever is left after the grace
 period is SIGKILLed.  The Future resolves when every proc has exited.
 
-A stopped mesh leaves nothing behind in the controller (:func:`release`): once
-every proc exited, the files its procs and actors bound in the run directory, its
+A stopped mesh leaves nothing behind in the controller (:func:`release`): a
+second after every proc exited, the files its procs and actors bound in the run directory, its
 procs' entries in the node's record of dead procs, its actors' homes and the mesh's
 own state are dropped, so a long-lived controller that spawns and stops meshes
 stays flat.
@@ -31,6 +31,7 @@ from monarch_cy._transport.protocol import STOP, pack
 __all__ = ["stop_procs", "stop_all", "release", "GRACE_S"]
 
 GRACE_S = 3.0       # how long procs have to stop before they are SIGKILLed
+RELEASE_AFTER_S = 1.0   # after the last exit, how long a stopped mesh is still known
 
 
 def stop_procs(node, st) -> Future:
@@ -47,7 +48,10 @@ def stop_procs(node, st) -> Future:
 
     def stopped(_):
         left.clear()
-        release(node, st)
+        # what the procs sent before they exited (a failure report of an actor of
+        # theirs, SUPERVISE) may be handled after their exits: it still finds the
+        # mesh stopped, not unknown
+        node.add_timer(RELEASE_AFTER_S, lambda: release(node, st))
     fut.add_done_callback(stopped)
     if not live:
         fut._set_result(None)
