@@ -41,8 +41,21 @@ def _pdeathsig(sig: int) -> None:
         pass
 
 
+def _exit_proc():
+    """The STOP exception (``host.stopping.ExitProc``), or a class nothing raises
+    when the runtime has not loaded."""
+    mod = sys.modules.get("monarch_cy._actor.host.stopping")
+    return mod.ExitProc if mod is not None else _NeverRaised
+
+
+class _NeverRaised(BaseException):
+    pass
+
+
 def worker_main(cfg: dict) -> None:
-    """Run a worker with ``cfg`` until STOP or the controller's death; never returns."""
+    """Run a worker with ``cfg`` until STOP or the controller's death; never returns.
+    On STOP it raises ``ExitProc``, which its caller lets end the program normally
+    (exit status 0 after the interpreter's finalization)."""
     try:
         sys.path[:] = list(cfg["sys_path"]) + [p for p in sys.path
                                                if p not in cfg["sys_path"]]
@@ -73,6 +86,8 @@ def worker_main(cfg: dict) -> None:
         set_node(node)
         wiring.install_worker(node, cfg)
         node.serve_forever()
+    except _exit_proc():
+        raise                              # STOP: the program ends normally (finalizes)
     except BaseException:
         from monarch_cy._log import logger  # deferred: import time (logging)
         logger("actor").exception("this proc's runtime failed; exiting with status 70")
@@ -152,6 +167,7 @@ def zygote_main(first: dict, stdin) -> None:
                     req["cfg"]["_parent"] = me
                     pid = os.fork()
                     if pid == 0:
+                        stopped = False
                         try:
                             signal.signal(signal.SIGTERM, signal.SIG_DFL)
                             sel.close()
@@ -161,8 +177,12 @@ def zygote_main(first: dict, stdin) -> None:
                             os.environ.clear()
                             os.environ.update(req["env"])
                             worker_main(req["cfg"])
+                        except BaseException as e:
+                            stopped = isinstance(e, _exit_proc())
                         finally:
-                            os._exit(70)
+                            if not stopped:
+                                os._exit(70)
+                        raise _WorkerStopped   # out of the fork server's loop, to main()
                     children.add(pid)
                     pfd = os.pidfd_open(pid)
                     sel.register(pfd, selectors.EVENT_READ, pid)
@@ -187,14 +207,28 @@ def _read_line(fd: int) -> bytes:
         out += b
 
 
+class _WorkerStopped(BaseException):
+    """A worker forked by the fork server was stopped: unwind to :func:`main`."""
+
+
 def main() -> None:
+    """A worker (or the fork server, whose forked children are workers).  A worker
+    stopped on purpose returns from here, so that Python ends the program as usual:
+    ``atexit`` handlers and the interpreter's finalization run, then status 0."""
     line = _read_line(0)
     cfg = json.loads(line)
-    if cfg.get("zygote"):
-        zygote_main(cfg, sys.stdin.buffer)
+    try:
+        if cfg.get("zygote"):
+            zygote_main(cfg, sys.stdin.buffer)
+            return
+        _devnull_stdin()
+        worker_main(cfg)
+    except _WorkerStopped:
         return
-    _devnull_stdin()
-    worker_main(cfg)
+    except BaseException as e:
+        if isinstance(e, _exit_proc()):
+            return
+        raise
 
 
 if __name__ == "__main__":

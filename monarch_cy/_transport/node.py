@@ -402,10 +402,11 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
                     pass
 
     def close_for_exit(self, flush_timeout: float = 1.0, term_timeout: float = 1.0) -> None:
-        """The process is about to ``os._exit`` (a worker's STOP): flush what is
-        queued to send (at most ``flush_timeout`` s), close the inboxes and the
-        handshake socket, and end the zmq context within ``term_timeout`` s.  Nothing
-        else is released: the exit does that."""
+        """The process is about to exit (a worker's STOP): flush what is queued to
+        send (at most ``flush_timeout`` s), close the inboxes and the handshake
+        socket, and end the zmq context within ``term_timeout`` s.  The node then
+        counts as closed (a pump loop ends, a later ``close()`` does nothing);
+        nothing else is released: the exit does that."""
         self.close_outlets(flush_timeout)
         self.inbox.close(linger=0)
         self.direct.close(linger=0)   # else ctx.term() waits for it
@@ -415,6 +416,8 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
             t = threading.Thread(target=self.ctx.term, daemon=True)
             t.start()
             t.join(term_timeout)
+        self._closed = True
+        self._take()                  # the finalizer has nothing left to release
 
     def _close_owned(self, release, args) -> None:
         """``close()``: every socket and the context, in order; pending ports are

@@ -532,3 +532,34 @@ class AsyncPlain(Actor):
 
     def triple(self, x):
         return 3 * x
+
+
+class Finalizable(Actor):
+    """Leaves an atexit handler and a module global with a __del__ in its proc; each
+    writes a file into ``out`` when the proc's interpreter ends."""
+
+    def __init__(self, out: str) -> None:
+        import atexit
+        import types
+        self.out = out
+        pid = os.getpid()
+
+        class Sentinel:
+            def __init__(self, path, write):
+                self.path, self.write = path, write
+
+            def __del__(self):
+                self.write(self.path)          # builtins may be gone by now
+
+        def write(path):
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+
+        mod = types.ModuleType(f"finalizable_{pid}")
+        mod.sentinel = Sentinel(os.path.join(out, f"del.{pid}"), write)
+        sys.modules[mod.__name__] = mod
+        atexit.register(write, os.path.join(out, f"atexit.{pid}"))
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()

@@ -55,12 +55,14 @@ def _run(tmp_path, mode):
 
 
 def test_hook_once_per_failure(tmp_path):
+    """A proc's death: once per actor mesh on it (as Monarch's); an actor's failure:
+    once."""
     lines = _run(tmp_path, "stay")
-    assert lines == ["HOOK proc procs (0,)", "after proc failure",
+    assert lines == ["HOOK proc x (0,)", "HOOK proc y (0,)", "after proc failure",
                      "HOOK actor x (1,)", "after actor failure"], lines
 
 
 def test_hook_runs_for_a_failure_found_at_exit(tmp_path):
     lines = _run(tmp_path, "exit")
-    assert lines[-2:] == ["exiting", "HOOK proc procs (2,)"], lines
-    assert lines.count("HOOK proc procs (2,)") == 1
+    assert lines[-3:] == ["exiting", "HOOK proc x (2,)", "HOOK proc y (2,)"], lines
+    assert lines.count("HOOK proc x (2,)") == 1

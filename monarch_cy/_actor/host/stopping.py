@@ -2,7 +2,10 @@
 
 Every actor finishes the messages sent to it before the stop, runs
 ``__cleanup__(None)`` and drops its instance; later messages are answered with
-``MeshStoppedError``.  Then the proc flushes what it still has to send and exits.
+``MeshStoppedError``.  Then the proc flushes what it still has to send and exits
+as a Python program does, as Monarch's procs do: ``atexit`` handlers run and the
+interpreter is finalized (module globals' ``__del__`` included), within
+``FINALIZE_S`` seconds, after which it exits anyway.
 """
 
 from __future__ import annotations
@@ -10,11 +13,23 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
+import time
 
 from monarch_cy._log import logger
 from monarch_cy._actor.base import state as _state
 
-__all__ = ["stop_hosts", "stop_proc"]
+__all__ = ["stop_hosts", "stop_proc", "ExitProc", "FINALIZE_S"]
+
+#: Seconds a stopping proc gives its interpreter's finalization (``atexit``
+#: handlers, module teardown) before it exits with status 0 regardless.
+FINALIZE_S = 2.0
+
+
+class ExitProc(BaseException):
+    """Raised by :func:`stop_proc` out of the worker's pump: the worker's entry
+    point lets it end the program normally, so that the interpreter finalizes.
+    A ``BaseException`` so that no handler of the pump's swallows it."""
 
 
 def stop_hosts(node, timeout: float, stopped=()) -> None:
@@ -40,8 +55,11 @@ _stopping = False
 def stop_proc(node, hdr, data, extras) -> None:
     """``STOP`` in a worker: ``(STOP[, actor addresses already sent __stop__])``.
     Stops the actors (at most 1.5 s), collects their cycles (their ``__del__`` runs),
-    flushes output and queued messages (about 1 s at most), and exits with status 0.
-    Never returns; a second STOP handled while the first waits is ignored."""
+    flushes output and queued messages (about 1 s at most), and raises
+    :class:`ExitProc` for the worker's entry point to end the program with status 0
+    (the interpreter finalizes; a daemon watchdog exits after ``FINALIZE_S`` s if
+    that hangs).  Never returns; a second STOP handled while the first waits is
+    ignored."""
     global _stopping
     if _stopping:
         return
@@ -57,4 +75,11 @@ def stop_proc(node, hdr, data, extras) -> None:
     except Exception:
         pass
     node.close_for_exit(1.0, 1.0)
-    os._exit(0)
+    threading.Thread(target=_exit_after, args=(FINALIZE_S,), daemon=True,
+                     name="monarch_cy-finalize-watchdog").start()
+    raise ExitProc
+
+
+def _exit_after(seconds: float) -> None:
+    time.sleep(seconds)
+    os._exit(0)           # finalization hung (a non-daemon thread, an atexit handler)

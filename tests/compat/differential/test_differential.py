@@ -74,13 +74,12 @@ SCENARIOS = [
         " the aborted actor (undeliverable message)")),
     pytest.param("current_rank_slice.py", (), (), id="current_rank_slice"),
     pytest.param("stop_cleanup.py", (), (), id="stop_cleanup", marks=_disagrees(
-        "__cleanup__ runs and the texts agree but for three things: calls after a "
-        "stop raise MeshStoppedError, a subclass of SupervisionError (Monarch: "
+        "__cleanup__ runs, the workers' interpreters finalize (a module global's "
+        "__del__ runs) and the texts agree but for two things: calls after a stop "
+        "raise MeshStoppedError, a subclass of SupervisionError (Monarch: "
         "SupervisionError itself), and after an actor mesh stop name the actor as "
-        "'<root>.<__main__.A a{...}>' where Monarch prints its internal address; a "
-        "worker's module globals are not finalized (their __del__ does not run) when "
-        "its proc mesh stops; Monarch's hook sees the call after stop as an "
-        "undeliverable message")),
+        "'<root>.<__main__.A a{...}>' where Monarch prints its internal address; "
+        "Monarch's hook also sees the call after stop as an undeliverable message")),
     pytest.param("mesh_text.py", (), (), id="mesh_text"),
 ]
 
