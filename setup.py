@@ -29,6 +29,7 @@ CYTHON_MODULES = [
     "monarch_cy._rdma",
     "monarch_cy._nccl_shim",
     "monarch_cy._transport._unixio",
+    "monarch_cy._transport._fanout",
 ]
 
 

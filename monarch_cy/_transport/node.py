@@ -132,6 +132,7 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
         self._direct_timeout = -1     # ZMQ_RCVTIMEO now set on direct (ms)
         self._wake_msg = pack((WAKE,))
         self.on_proc_failed = []      # callbacks(proc_key, cause), run in the pump
+        self.fanout = None            # this proc's FanoutInbox, once open_fanout() ran
         self._own(_release_unclosed, (self.inbox, self.direct, self._zap),
                   self._wake_fd, self.pool)
 
@@ -182,6 +183,15 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
             out.append(_B.recv(sock, 0, False, False))
             if not _B.get(sock, 13):
                 return out
+
+    def open_fanout(self):
+        """Bind this proc's fan-out inbox (:mod:`.fanout`) at ``addr + "f"`` and start
+        its nogil forwarding thread; the :class:`.fanout.FanoutInbox`, or None when
+        this node's address is not ``unix://``.  Idempotent; closed with the node."""
+        if self.fanout is None and self.addr.startswith(unixsock.SCHEME):
+            from monarch_cy._transport.fanout import FanoutInbox, addr_of  # deferred: workers only
+            self.fanout = FanoutInbox(addr_of(self.addr), self.keys.secret)
+        return self.fanout
 
     # -- payload encoding --------------------------------------------------
     def encode(self, obj, receivers) -> tuple:
@@ -408,6 +418,8 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
         counts as closed (a pump loop ends, a later ``close()`` does nothing);
         nothing else is released: the exit does that."""
         self.close_outlets(flush_timeout)
+        if self.fanout is not None:
+            self.fanout.close()
         self.inbox.close(linger=0)
         self.direct.close(linger=0)   # else ctx.term() waits for it
         if self.ctx is not None:
@@ -427,6 +439,8 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
         if self._io_thread is not None and self._io_thread is not threading.current_thread():
             self._io_thread.join(1.0)
         self.close_outlets(0.2)
+        if self.fanout is not None:
+            self.fanout.close()
         for box in list(self._unix_inboxes):
             box.interrupt()                   # actor threads reading unix inboxes
         for s in (self.inbox, self.direct, self._zap):
