@@ -245,6 +245,11 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "A call from the controller to more actors than this goes down a tree of the "
        "mesh's procs, each forwarding to at most this many (docs/scale.md); `0` sends to "
        "every actor directly. Read when the controller first calls a mesh.", minimum=0),
+    _V("MONARCH_CY_CAST_NOGIL", "flag", True, USER,
+       "Casts down the tree are passed on by each proc's nogil forwarder thread (a busy "
+       "actor, even one holding the GIL, does not hold its subtree back) and every actor "
+       "answers the controller directly; `0`: forwarded by the procs' I/O threads, "
+       "replies gathered per subtree (docs/scale.md). `unix://` meshes only; read once."),
     _V("MONARCH_CY_SUPERVISE_TIMEOUT", "seconds0", 10.0, USER,
        "Seconds an owner's `__supervise__`/`__cleanup__` may run before it counts as hung "
        "(read in the actor's proc)."),
@@ -453,6 +458,10 @@ def run_dir() -> str | None:
 
 def cast_fanout() -> int:
     return get("MONARCH_CY_CAST_FANOUT")
+
+
+def cast_nogil() -> bool:
+    return get("MONARCH_CY_CAST_NOGIL")
 
 
 def supervise_timeout() -> float:

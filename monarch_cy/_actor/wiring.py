@@ -132,11 +132,13 @@ def _shutdown(node) -> None:
 
 
 def install_worker(node, cfg: dict) -> None:
-    """A worker's node is ready: its handlers, the named-controller registry's
-    address, its output forwarded to the controller, and its exit when the
-    controller's process ends."""
+    """A worker's node is ready: its handlers, its fan-out inbox (the nogil
+    forwarder of casts down the tree), the named-controller registry's address, its
+    output forwarded to the controller, and its exit when the controller's process
+    ends."""
     node.controller_addr = cfg["controller"]
     node.handlers.update(WORKER_HANDLERS)
+    node.open_fanout()       # casts pass through this proc without its GIL (cast/tree.py)
     controllers.set_address(cfg.get("cc_addr"))
     logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
     node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))

@@ -563,3 +563,42 @@ class Finalizable(Actor):
     @endpoint
     def pid(self) -> int:
         return os.getpid()
+
+
+class Busy(Actor):
+    """An actor that keeps its proc's interpreter busy on request (the busy-head tests:
+    tests/actor/cast/test_busy_head.py)."""
+
+    @endpoint
+    def pid(self):
+        return os.getpid()
+
+    @endpoint
+    def ping(self, x):
+        return x
+
+    @endpoint
+    def hold_gil(self, pid, seconds):
+        """In the proc ``pid`` only: keep the GIL ``seconds`` in C (``usleep`` through
+        ``ctypes.PyDLL``, which does not release the GIL around the call)."""
+        if os.getpid() == pid:
+            import ctypes
+            ctypes.PyDLL(None).usleep(int(seconds * 1e6))
+        return pid
+
+    @endpoint
+    def spin(self, pid, seconds, interval):
+        """In the proc ``pid`` only: a pure-Python loop for ``seconds``, with the
+        interpreter's switch interval set to ``interval`` meanwhile (a loop keeps the
+        GIL that long at a time before another thread may take it)."""
+        if os.getpid() == pid:
+            import time
+            old = sys.getswitchinterval()
+            sys.setswitchinterval(interval)
+            try:
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    pass
+            finally:
+                sys.setswitchinterval(old)
+        return pid

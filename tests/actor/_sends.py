@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from monarch_cy._transport.protocol import unpack
 
+FANOUT = "fanout"     # the kind listed for a message to a proc's nogil forwarder
+
 
 def count_sends(monkeypatch, node, kinds=None) -> list:
     """From now on, every message ``node`` sends (of one of ``kinds``: message kinds of
-    monarch_cy._transport.protocol; None: all) is listed as ``(kind, address)``."""
+    monarch_cy._transport.protocol, or :data:`FANOUT`; None: all) is listed as
+    ``(kind, address)``."""
     sent = []
     real = node.send
 
     def counting(addr, frames):
-        kind = unpack(frames[0])[0][0]
+        f0 = bytes(frames[0][:1])
+        kind = FANOUT if f0 == b"\xfa" and addr.endswith("f") else unpack(frames[0])[0][0]
         if kinds is None or kind in kinds:
             sent.append((kind, addr))
         return real(addr, frames)

@@ -21,3 +21,12 @@ def tree(monkeypatch):
     pm = this_host().spawn_procs(per_host={"gpus": 9})
     yield pm
     pm.stop().get(30)
+
+
+@pytest.fixture
+def io_tree(monkeypatch, tree):
+    """``tree`` with casts forwarded by the procs' I/O threads, replies gathered and
+    folded per subtree (``MONARCH_CY_CAST_NOGIL=0``), for the tests of that path."""
+    from monarch_cy._actor.cast import tree as cast_tree
+    monkeypatch.setattr(cast_tree, "_NOGIL", False)
+    return tree

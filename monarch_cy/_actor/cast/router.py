@@ -96,7 +96,8 @@ class Router:
 
     def full_plan(self) -> Plan:
         if self._full is None:
-            self._full = Plan(self.addrs, self.procs, range(len(self.addrs)), self.k)
+            self._full = Plan(self.addrs, self.procs, range(len(self.addrs)), self.k,
+                              fan=True)
         return self._full
 
 

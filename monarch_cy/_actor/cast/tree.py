@@ -36,6 +36,7 @@ from bisect import bisect_left
 from monarch_cy import _config
 from monarch_cy._actor.base.state import proc_failure
 from monarch_cy._actor.cast.reduce import ReduceRelay
+from monarch_cy._transport import fanout as _fo
 from monarch_cy._transport.protocol import (CAST, REPLY, REPLY_BATCH, REPLY_PARTIAL, buf,
                                             pack, pack_call)
 
@@ -44,6 +45,7 @@ __all__ = ["Plan", "Relay", "forward", "send_tree", "send_down", "pass_on", "rou
            "GATHER"]
 
 _FANOUT = None
+_NOGIL = None
 _dumps = pickle.dumps
 
 
@@ -53,6 +55,15 @@ def fanout() -> int:
     if _FANOUT is None:
         _FANOUT = _config.cast_fanout()
     return _FANOUT
+
+
+def nogil() -> bool:
+    """``MONARCH_CY_CAST_NOGIL``, read once: casts go down the procs' nogil
+    forwarders (:mod:`monarch_cy._transport.fanout`) where a plan allows."""
+    global _NOGIL
+    if _NOGIL is None:
+        _NOGIL = _config.cast_nogil()
+    return _NOGIL
 
 
 def _chunks(lo: int, hi: int, k: int):
@@ -94,23 +105,29 @@ class Plan:
     dies); ``direct``: ``[(call rank, actor address)]`` the sender delivers to itself
     (one-rank chunks); ``procs``: every proc on the route (targets and forwarders);
     ``rank_of``: proc key of each forwarder -> its rank in the mesh (the rank to
-    respawn when it died)."""
+    respawn when it died); ``fan``: ``[(proc key, fan-out route)]`` of the same heads
+    for their nogil forwarders (:mod:`monarch_cy._transport.fanout`), or None where
+    the casts go through the I/O threads (``MONARCH_CY_CAST_NOGIL=0``, or an address
+    that is not ``unix://``)."""
 
-    __slots__ = ("heads", "direct", "below", "procs", "rank_of")
+    __slots__ = ("heads", "direct", "below", "procs", "rank_of", "fan")
 
-    def __init__(self, addrs, procs, granks, k: int, skip=()) -> None:
-        # skip: global ranks of the call not to route (see route_around)
+    def __init__(self, addrs, procs, granks, k: int, skip=(), fan: bool = False) -> None:
+        # skip: global ranks of the call not to route (see route_around); fan: a plan
+        # for calls (addrs are actor addresses), which may take the nogil forwarders
         local = sorted((i for i in range(len(granks)) if granks[i] not in skip),
                        key=granks.__getitem__)                      # call ranks, ...
         tg = [granks[i] for i in local]           # ... by their global rank, sorted
         self.below = {}
         self.procs = set()
         self.rank_of = {}
+        fan = fan and nogil() and all(map(_fo.usable, addrs)) and all(map(_fo.usable, procs))
 
         def build(lo, hi, i0, i1, up):
             # targets tg[i0:i1] lie in [lo, hi); returns ([(proc, count, bytes)] of the
-            # heads, [(local, addr)] of the one-rank chunks the caller delivers to itself)
-            out, direct = [], []
+            # heads, [(local, addr)] of the one-rank chunks the caller delivers to
+            # itself, [(proc, fan-out route)] of the heads)
+            out, direct, fout = [], [], []
             for a, b in _chunks(lo, hi, k):
                 j0 = bisect_left(tg, a, i0, i1)
                 j1 = bisect_left(tg, b, j0, i1)
@@ -132,12 +149,16 @@ class Plan:
                 self.below.setdefault(p, [])
                 self.rank_of[p] = a
                 count = j1 - j0 + len(here)
-                children, leaves = build(a + 1, b, j0, j1, up + (p,)) if j0 < j1 else ([], [])
+                children, leaves, fchildren = (build(a + 1, b, j0, j1, up + (p,))
+                                               if j0 < j1 else ([], [], []))
                 here.extend(leaves)
                 out.append((p, count, _dumps((here, children), 5)))
-            return out, direct
+                if fan:
+                    fout.append((p, _fo.pack_route(here, fchildren)))
+            return out, direct, fout
 
-        self.heads, self.direct = build(0, len(addrs), 0, len(tg), ())
+        self.heads, self.direct, fout = build(0, len(addrs), 0, len(tg), ())
+        self.fan = fout if fan else None
         self.below = {p: tuple(v) for p, v in self.below.items() if v}
 
 
@@ -150,7 +171,7 @@ def route_around(plan: Plan, lost, addrs, procs, granks, k: int) -> Plan:
     for p in lost:
         gone.update(plan.below.get(p, ()))
     skip = {g for g in granks if procs[g] in gone}
-    return Plan(addrs, procs, granks, k, skip)
+    return Plan(addrs, procs, granks, k, skip, plan.fan is not None)
 
 
 def use_tree(node, n: int) -> bool:
@@ -213,10 +234,29 @@ def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extra
         raise ValueError(f"send_tree: mode={mode!r} with reduce="
                          f"{'None' if reduce is None else 'a fold'}: REDUCE needs a fold "
                          "and no other mode takes one")
+    if plan.fan is not None:
+        return _send_fan(node, plan, name, reply_addr, port_id, key, ext, data, extras)
     f0 = pack((CAST, name, reply_addr, port_id, key, ext, mode), data)
     send_down(node, plan, f0, [*([reduce] if mode == REDUCE else ()), *extras],
               lambda local, addr: (addr, [pack_call(name, reply_addr, port_id, local, key,
                                                     ext, data), *extras]))
+
+
+def _send_fan(node, plan: Plan, name, reply_addr, port_id, key, ext, data,
+              extras) -> None:
+    """:func:`send_tree` down the heads' nogil forwarders: the call header is pickled
+    once, with a slot for each actor's rank; every actor answers ``reply_addr``
+    itself (no relay, no fold on the way: ``mode`` does not apply), so no proc's
+    interpreter is on the way of another's call or reply.  A dead head is skipped
+    (the caller fails its subtree)."""
+    tpl, off = _fo.call_template(name, reply_addr, port_id, key, ext)
+    dead = node.dead
+    for proc, route in plan.fan:
+        if not (dead and proc in dead):
+            node.send(_fo.addr_of(proc), [_fo.pack_message(tpl, off, route, data), *extras])
+    for local, addr in plan.direct:
+        node.send(addr, [pack_call(name, reply_addr, port_id, local, key, ext, data),
+                         *extras])
 
 
 class Relay:

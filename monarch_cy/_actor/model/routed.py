@@ -38,7 +38,7 @@ class RoutedSend:
         if path == cast_router.TREE:
             plan = mesh._plan if big else None
             if plan is None:
-                plan = cast_tree.Plan(mesh._addrs, mesh._procs, granks, router.k)
+                plan = cast_tree.Plan(mesh._addrs, mesh._procs, granks, router.k, fan=True)
                 if big:
                     mesh._plan = plan
         if confirmable:

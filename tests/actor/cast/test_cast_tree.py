@@ -184,7 +184,10 @@ def test_stop_after_a_broadcast_runs_it_first(monkeypatch, tmp_path):
         assert (tmp_path / f"seen.{r}").read_text() == "0,1,2,3,4,5", r
 
 
-def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree):
+@pytest.mark.parametrize("path", ["io", "nogil"])
+def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree, path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(cast_tree, "_NOGIL", path == "nogil")
     m = tree.spawn("rec", Noter)
     pids = m.pid.call().get(30).values()
     # fan-out 2 over 9: heads 0 and 5; 0 forwards to 1 and 3, which forward on
@@ -208,10 +211,18 @@ def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree):
             results.append(("ok", f.get(15)))
         except SupervisionError as e:
             results.append(("failed", e.rank, e.cause))
-    assert sum(1 for r in results if r[0] == "ok") == 4          # ranks 5-8
     failed = sorted(r[1] for r in results if r[0] == "failed")
-    assert failed == [0] * 5           # each names the dead head: the rank to respawn
-    assert sum("route went through rank 0" in r[2] for r in results if r[0] == "failed") == 4
+    if path == "io":
+        assert sum(1 for r in results if r[0] == "ok") == 4          # ranks 5-8
+        assert failed == [0] * 5           # each names the dead head: the rank to respawn
+        assert sum("route went through rank 0" in r[2] for r in results
+                   if r[0] == "failed") == 4
+    else:
+        # The nogil forwarder may pass the cast on in the instant between SIGKILL and
+        # SIGCONT ("it may or may not have reached this actor"): ranks 1-4 either way;
+        # each failure names the dead head.
+        assert failed and set(failed) == {0} and len(failed) <= 5
+        assert sum(1 for r in results if r[0] == "ok") == 9 - len(failed)
     with pytest.raises(SupervisionError):       # the tree is broken behind it: at once
         m.slice(gpus=slice(1, 5)).note.call(2).get(5)
     tree.respawn().get(30)
@@ -347,8 +358,9 @@ def test_each_adverb_picks_what_the_forwarders_do_with_its_replies(tree, monkeyp
         real(None, None, "note", "", 0, b"", None, b"", (), cast_tree.GATHER, b"fold")
 
 
-def test_a_call_down_the_tree_comes_back_as_one_batch_per_head(tree, monkeypatch):
+def test_a_call_down_the_tree_comes_back_as_one_batch_per_head(io_tree, monkeypatch):
     from monarch_cy._actor.base.state import get_node
+    tree = io_tree
     from monarch_cy._transport.protocol import REPLY, REPLY_BATCH, unpack
     m = tree.spawn("rec", Noter)
     assert m.note.call(0).get(30).values() == [0] * 9

@@ -22,6 +22,13 @@ from monarch_cy._transport.protocol import REPLY, REPLY_PARTIAL, unpack
 from _actors import Noter
 
 
+@pytest.fixture
+def tree(io_tree):
+    """Folds on the way back happen on the I/O-thread path only (with the nogil
+    forwarders every actor answers the controller, which folds)."""
+    return io_tree
+
+
 def _watch_controller(monkeypatch):
     """What reaches the controller's collector: ``[("one", rank) | ("fold", ranks)]``."""
     seen = []
