@@ -207,6 +207,7 @@ cdef struct Fwd:
     size_t nnonces, capnonces
     char *rbuf
     bint stop
+    double linger                 # set before the stop: seconds to flush backlogs
     # counters (read by stats(); written by the thread only)
     uint64_t received, forwarded, delivered, dropped, refused, malformed, spilled
 
@@ -893,7 +894,40 @@ cdef void *run(void *arg) noexcept nogil:
                 conn_read(f, fd)
             elif tag == T_DEST and fd < f.ndests:
                 dest_flush(f, f.dests[fd])
+    linger(f)
     return NULL
+
+
+cdef bint backlogged(Fwd *f) noexcept nogil:
+    cdef int i
+    for i in range(f.ndests):
+        if f.dests[i].head != NULL:
+            return True
+    return False
+
+
+cdef void linger(Fwd *f) noexcept nogil:
+    """Stopping: send what waits in the backlogs for up to ``f.linger`` seconds
+    (destinations that take it; nothing new is read)."""
+    cdef double end = now() + f.linger
+    cdef epoll_event evs[64]
+    cdef int n, i, tag, fd, ms
+    cdef double t
+    while backlogged(f):
+        t = now()
+        if t >= end:
+            return
+        for i in range(f.ndests):
+            if f.dests[i].retry_at != 0 and f.dests[i].retry_at <= t:
+                f.dests[i].retry_at = 0
+                dest_flush(f, f.dests[i])
+        ms = <int>((end - t) * 1000) + 1
+        n = epoll_wait(f.ep, evs, 64, 1 if ms > 1 else ms)
+        for i in range(n):
+            tag = <int>(evs[i].data.u64 >> 32)
+            fd = <int><uint32_t>evs[i].data.u64
+            if tag == T_DEST and fd < f.ndests:
+                dest_flush(f, f.dests[fd])
 
 
 cdef class Forwarder:
@@ -945,10 +979,13 @@ cdef class Forwarder:
             raise OSError("Forwarder: cannot start its thread")
         self.running = True
 
-    def close(self):
-        """Stop the thread, join it and free everything.  Idempotent."""
+    def close(self, double linger_s=0.0):
+        """Stop the thread (it first sends what its backlogs hold, for up to
+        ``linger_s`` seconds; the rest is dropped), join it and free everything.
+        Idempotent."""
         cdef uint64_t one = 1
         if self.running:
+            self.f.linger = linger_s
             write(self.f.efd, &one, 8)
             with nogil:
                 pthread_join(self.th, NULL)

@@ -142,12 +142,13 @@ class FanoutInbox:
         """The forwarder's counters (:meth:`._fanout.Forwarder.stats`)."""
         return self._fwd.stats()
 
-    def close(self) -> None:
-        """Stop forwarding (what is queued is dropped), remove the files.  Idempotent."""
+    def close(self, linger_s: float = 0.0) -> None:
+        """Stop forwarding (what is queued is sent for up to ``linger_s`` seconds, the
+        rest dropped), remove the files.  Idempotent."""
         if self.closed:
             return
         self.closed = True
-        self._fwd.close()
+        self._fwd.close(linger_s)
         self._ls.close()
         _unlink(self.target)
         try:

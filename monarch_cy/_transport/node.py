@@ -417,9 +417,9 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
         socket, and end the zmq context within ``term_timeout`` s.  The node then
         counts as closed (a pump loop ends, a later ``close()`` does nothing);
         nothing else is released: the exit does that."""
-        self.close_outlets(flush_timeout)
         if self.fanout is not None:
-            self.fanout.close()
+            self.fanout.close(flush_timeout)   # casts passing through go on first
+        self.close_outlets(flush_timeout)
         self.inbox.close(linger=0)
         self.direct.close(linger=0)   # else ctx.term() waits for it
         if self.ctx is not None:
