@@ -20,6 +20,9 @@ Modules, from the bottom up:
 * :mod:`.alarm` — a one-shot timer as a file descriptor (deadlines in a poll set).
 * :mod:`.unix_inbox`, :mod:`.unix_outlet` — the receiving and the sending side of
   a same-host connection; :mod:`.unixsock` — the ``unix://`` scheme over both.
+* :mod:`.fanout` — fan-out inboxes: a proc passes a call on to the procs and actors
+  its route names from a C thread that never takes the GIL (:mod:`._fanout`), so a
+  busy interpreter holds back no one below it.
 * :mod:`.shm` — large buffers between processes of one host through shared memory
   segments, with the receiver's release.
 * :mod:`.cork` — holding replies of a burst so they leave together.

@@ -1,11 +1,19 @@
 """Casts down a tree: the controller's call to a large mesh leaves as a few messages.
 
 A call from the controller to more actors than ``MONARCH_CY_CAST_FANOUT`` (default 16)
-is sent as one ``CAST`` message to each of at most ``fanout`` *heads*; each head's
-proc (its node's pump thread, never the actor's thread, so a busy actor does not
-hold its subtree back) forwards the message to at most ``fanout`` heads below it
-and delivers it to its own actor.  The controller's sends per call drop from the
-mesh size to the fan-out, and the forwarding work is spread over the procs.
+is sent as one message to each of at most ``fanout`` *heads*; each head's proc
+forwards the message to at most ``fanout`` heads below it and delivers it to its own
+actor.  The controller's sends per call drop from the mesh size to the fan-out, and
+the forwarding work is spread over the procs.
+
+Who forwards.  Where every proc is ``unix://`` and ``MONARCH_CY_CAST_NOGIL`` is on
+(the default), each proc's nogil forwarder (:mod:`monarch_cy._transport.fanout`: a C
+thread that never takes the GIL) passes the call on (:func:`_send_fan`, the plan's
+``fan`` routes) and every actor answers the sender directly: an actor holding its
+proc's GIL, in C or in a Python loop, holds back nothing below it.  Otherwise the
+``CAST`` goes to each head's node and its pump thread (never the actor's thread, but
+one needing the GIL) runs :func:`forward`, and its :class:`Relay` or
+:class:`.reduce.ReduceRelay` gathers or folds the subtree's replies.
 
 The tree is fixed per actor mesh: ranks ``[0, n)`` are split into at most
 ``fanout`` contiguous chunks (:func:`_chunks`), the first rank of each chunk is
