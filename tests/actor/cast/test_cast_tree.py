@@ -184,6 +184,25 @@ def test_stop_after_a_broadcast_runs_it_first(monkeypatch, tmp_path):
         assert (tmp_path / f"seen.{r}").read_text() == "0,1,2,3,4,5", r
 
 
+def _wait_stopped(pid: int) -> None:
+    """Until every thread of ``pid`` is stopped: a group stop takes effect only once
+    the thread the kernel picked runs, and a nogil forwarder thread keeps forwarding
+    until then."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in "Tt" for st in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"proc {pid} did not stop")
+
+
 @pytest.mark.parametrize("path", ["io", "nogil"])
 def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree, path,
                                                                      monkeypatch):
@@ -197,6 +216,7 @@ def test_a_dead_forwarder_fails_what_waits_below_it_and_respawn_heals(tree, path
     assert below0 == {1, 2, 3, 4}
     os.kill(pids[0], signal.SIGSTOP)             # the head stops forwarding
     try:
+        _wait_stopped(pids[0])
         futs = list(m.nap.stream(1, 0.0))
         time.sleep(0.3)
         os.kill(pids[0], signal.SIGKILL)
