@@ -151,7 +151,7 @@ DEF MAX_IOV = 1000
 DEF SNDBUF = 4194304
 DEF MAGIC_ = 0xFA
 DEF HDR = 10                     # this module's first-frame header
-DEF MAX_FRAMES = 1024            # frames of one message handled here
+DEF MAX_FRAMES = 65535           # frames of one message (a record's u16 count)
 DEF MAX_PATH = 256
 DEF T_LISTEN = 1
 DEF T_WAKE = 2
@@ -206,6 +206,10 @@ cdef struct Fwd:
     unsigned char *nonces
     size_t nnonces, capnonces
     char *rbuf
+    iovec *pc                     # scratch: MAX_FRAMES + 4 pieces of one send
+    size_t *flen                  # scratch: frame lengths of one send
+    char **fr                     # scratch: frames of one received message
+    size_t *fl                    # scratch: their lengths
     bint stop
     double linger                 # set before the stop: seconds to flush backlogs
     # counters (read by stats(); written by the thread only)
@@ -536,8 +540,8 @@ cdef void handle(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
     cdef const char *data
     cdef uint32_t nhere, nchild, i, local
     cdef int k, npc, j
-    cdef iovec pc[MAX_FRAMES + 4]
-    cdef size_t flen[MAX_FRAMES]
+    cdef iovec *pc = f.pc
+    cdef size_t *flen = f.flen
     cdef char hdr[HDR]
     cdef char rank[4]
     cdef Dest *d
@@ -703,8 +707,8 @@ cdef bint check_proof(Fwd *f, const char *rec, ssize_t n) noexcept nogil:
 
 cdef void on_record(Fwd *f, char *rec, size_t n, int mfd) noexcept nogil:
     """A proven connection's record: split it into messages and handle each."""
-    cdef char *fr[MAX_FRAMES]
-    cdef size_t fl[MAX_FRAMES]
+    cdef char **fr = f.fr
+    cdef size_t *fl = f.fl
     cdef int k, i
     cdef size_t pos, total
     cdef char *m
@@ -964,9 +968,14 @@ cdef class Forwarder:
         f.slen = len(secret)
         f.auth_timeout = auth_timeout if auth_timeout > 0 else 1e9
         f.rbuf = <char *>malloc(MAX_RECORD + 64)
+        f.pc = <iovec *>malloc((MAX_FRAMES + 4) * sizeof(iovec))   # pages touched
+        f.flen = <size_t *>malloc(MAX_FRAMES * sizeof(size_t))     # only as used
+        f.fr = <char **>malloc(MAX_FRAMES * sizeof(char *))
+        f.fl = <size_t *>malloc(MAX_FRAMES * sizeof(size_t))
         f.ep = epoll_create1(EPOLL_CLOEXEC)
         f.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
-        if f.rbuf == NULL or f.ep < 0 or f.efd < 0:
+        if f.rbuf == NULL or f.pc == NULL or f.flen == NULL or f.fr == NULL or \
+                f.fl == NULL or f.ep < 0 or f.efd < 0:
             self._free()
             raise OSError(errno, "Forwarder: cannot set up")
         ev.events = EPOLLIN
@@ -1007,6 +1016,10 @@ cdef class Forwarder:
         free(f.conns)
         free(f.nonces)
         free(f.rbuf)
+        free(f.pc)
+        free(f.flen)
+        free(f.fr)
+        free(f.fl)
         if f.ep >= 0:
             close(f.ep)
         if f.efd >= 0:

@@ -39,6 +39,7 @@ from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unix_records, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
 from monarch_cy._transport.current import current_node, node_or_make, set_node  # noqa: F401
+from monarch_cy._transport.fanout import FanoutInbox, addr_of as fanout_addr
 from monarch_cy._transport.protocol import (PROC_DEAD, RELEASE, REPLY, REPLY_BATCH,
                                             REPLY_PARTIAL, WAKE,
                                             buf as _buf, pack, unpack)
@@ -189,8 +190,7 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
         its nogil forwarding thread; the :class:`.fanout.FanoutInbox`, or None when
         this node's address is not ``unix://``.  Idempotent; closed with the node."""
         if self.fanout is None and self.addr.startswith(unixsock.SCHEME):
-            from monarch_cy._transport.fanout import FanoutInbox, addr_of  # deferred: workers only
-            self.fanout = FanoutInbox(addr_of(self.addr), self.keys.secret)
+            self.fanout = FanoutInbox(fanout_addr(self.addr), self.keys.secret)
         return self.fanout
 
     # -- payload encoding --------------------------------------------------
@@ -369,8 +369,9 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
 
         Runs in the pump.  Marks the proc dead (later calls fail at once), fails every
         port still waiting on it, drops its shm references, closes this node's
-        sockets to ``proc_key`` and ``addrs`` (the proc's other addresses: messages
-        queued for the dead proc are discarded, never delivered to a respawned one),
+        sockets to ``proc_key``, its fan-out inbox and ``addrs`` (the proc's other
+        addresses: messages queued for the dead proc are discarded, never delivered to
+        a respawned one),
         and runs the ``on_proc_failed`` callbacks.  Returns how many pending calls it
         ended (0 when the proc was already known dead).
         """
@@ -386,7 +387,8 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
             except Exception:
                 pass
         self.pool.drop_receiver(proc_key)
-        self.forget((proc_key, *addrs))
+        fan = (fanout_addr(proc_key),) if proc_key.startswith(unixsock.SCHEME) else ()
+        self.forget((proc_key, *fan, *addrs))     # and its fan-out inbox (.fanout)
         self.wake_direct()
         for cb in list(self.on_proc_failed):
             cb(proc_key, cause)

@@ -565,7 +565,7 @@ class Finalizable(Actor):
         return os.getpid()
 
 
-class Busy(Actor):
+class BusyHead(Actor):
     """An actor that keeps its proc's interpreter busy on request (the busy-head tests:
     tests/actor/cast/test_busy_head.py)."""
 

@@ -172,3 +172,13 @@ def hold_gil(seconds: float) -> None:
     ``ctypes.PyDLL`` (which does not release the GIL around the call)."""
     libc = ctypes.PyDLL(None)
     libc.usleep(int(seconds * 1e6))
+
+
+def test_a_message_of_thousands_of_frames_passes_whole(tree):
+    send, boxes, _, _ = tree
+    extras = [bytes([i % 251]) * (i % 7) for i in range(1500)]
+    send("many", b"x", extras=extras)
+    for rank, box in enumerate(boxes):
+        got = box.recv(3000)
+        assert unpack_call(got[0])[0][3] == rank
+        assert [bytes(f) for f in got[1:]] == extras

@@ -15,7 +15,7 @@ import pytest
 
 from monarch_cy._actor.cast import tree as cast_tree
 from monarch_cy._actor.cast.tree import Plan
-from _actors import Busy
+from _actors import BusyHead
 
 HOLD_S = 5.0
 
@@ -34,7 +34,7 @@ def _times(mesh, n=5) -> list:
 def _tree_off(tree, monkeypatch) -> float:
     """The slowest of 5 calls to ranks 1-4 with the tree off (every send direct)."""
     monkeypatch.setattr(cast_tree, "_FANOUT", 0)
-    m = tree.spawn("busy_off", Busy)
+    m = tree.spawn("busy_off", BusyHead)
     try:
         m.ping.call(0).get(30)
         return max(_times(m))
@@ -44,7 +44,7 @@ def _tree_off(tree, monkeypatch) -> float:
 
 
 def _busy_mesh(tree):
-    m = tree.spawn("busy", Busy)
+    m = tree.spawn("busy", BusyHead)
     pids = m.pid.call().get(30).values()
     plan = Plan(m._addrs, m._procs, range(9), 2)
     assert [p for p, _, _ in plan.heads] == [m._procs[0], m._procs[5]]
