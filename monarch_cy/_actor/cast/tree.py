@@ -258,9 +258,8 @@ def _send_fan(node, plan: Plan, name, reply_addr, port_id, key, ext, data,
     interpreter is on the way of another's call or reply.  A dead head is skipped
     (the caller fails its subtree)."""
     tpl, off = _fo.call_template(name, reply_addr, port_id, key, ext)
-    dead = node.dead
     for proc, route in plan.fan:
-        if not (dead and proc in dead):
+        if proc_failure(node, proc) is None:
             node.send(_fo.addr_of(proc), [_fo.pack_message(tpl, off, route, data), *extras])
     for local, addr in plan.direct:
         node.send(addr, [pack_call(name, reply_addr, port_id, local, key, ext, data),
