@@ -224,8 +224,8 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        choices=("unix", "ipc", "tcp"), noun="a transport"),
     _V("MONARCH_CY_AUTH_TIMEOUT", "seconds", 5.0, USER,
        "A `unix://` connection that has not proved it belongs to the job this long after "
-       "its inbox accepted it is closed unread (`inf`: never). Read when an inbox is "
-       "made."),
+       "its inbox accepted it is closed unread (`inf`: never), even while no thread "
+       "reads that inbox. Read when an inbox is made."),
     _V("MONARCH_CY_START", "choice", "fork", USER,
        "How local procs start: forked by a zygote, or `exec` of one "
        "`python -m monarch_cy._actor.bootstrap` per proc.",
