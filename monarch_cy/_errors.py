@@ -39,6 +39,7 @@ __all__ = [
     "MeshStoppedError",
     "MeshIndexError",
     "ForeignJobError",
+    "StackDumpError",
     "MachineError",
     "ConfigValueError",
     "ModuleNotProvidedError",
@@ -403,6 +404,12 @@ class GroupAbortedError(ResourceClosedError):
 
     def __reduce__(self):
         return (type(self), (self.reason,))
+
+
+class StackDumpError(MonarchCyError, RuntimeError):
+    """Stacks could not be read (``dump_stacks``, ``monarch-cy stacks``): py-spy is
+    missing or may not attach to the proc (ptrace permissions), or no job answered;
+    the message says which and what to do."""
 
 
 # -- remote hosts and scheduler jobs ----------------------------------------------

@@ -18,6 +18,7 @@ public packages re-export their own (``monarch_cy.actor``, ``.rdma``,
     ├── SupervisionError (RuntimeError) ── MeshStoppedError, OwnerDiedError
     ├── MeshIndexError (IndexError, ValueError)
     ├── ForeignJobError (ValueError)    a handle from another job
+    ├── StackDumpError (RuntimeError)   stacks could not be read (py-spy, ptrace)
     ├── MachineError (ValueError)       training options this machine cannot meet
     ├── ConfigValueError (TypeError, ValueError)   a bad monarch_cy.config value
     ├── ModuleNotProvidedError (ModuleNotFoundError), NameNotProvidedError
@@ -65,6 +66,7 @@ from monarch_cy._errors import (
     RDMAWriteTransferWarning,
     ResourceClosedError,
     SchedulerError,
+    StackDumpError,
     SupervisionError,
     UnprovenRuntimeWarning,
     VerbsError,
@@ -92,6 +94,7 @@ __all__ = [
     "MeshStoppedError",
     "MeshIndexError",
     "ForeignJobError",
+    "StackDumpError",
     "MachineError",
     "ConfigValueError",
     "ModuleNotProvidedError",

@@ -61,6 +61,7 @@ import loop spans two floors (``tests/test_layers.py`` checks it and prints the 
 * :mod:`.meshes.respawn` — recovery in place.
 * :mod:`.meshes.failures` — what the controller does when a proc or actor fails.
 * :mod:`.meshes.remote_ops` — asking a mesh's owner (stop a view, start procs).
+* :mod:`.meshes.stacks` — every thread's stack of every proc (py-spy), by rank.
 * :mod:`.meshes.proc_stop` — stopping procs; ``stop_all`` at exit.
 * :mod:`.meshes.proc_mesh` — ``ProcMesh``, ``this_proc()``, proc meshes as handles.
 * :mod:`.meshes.controllers` — ``get_or_spawn_controller``.

@@ -52,6 +52,18 @@ class _NeverRaised(BaseException):
     pass
 
 
+def _allow_tracer(pid) -> None:
+    """Let ``pid`` (the controller or host agent) and its children ptrace this proc
+    under Yama's ptrace_scope 1: the py-spy of ``dump_stacks`` (monarch_cy._stacks)."""
+    if not pid:
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(0x59616D61, int(pid), 0, 0, 0)  # PR_SET_PTRACER
+    except Exception:  # noqa: BLE001 - not Linux, or no Yama: nothing to allow
+        pass
+
+
 def worker_main(cfg: dict) -> None:
     """Run a worker with ``cfg`` until STOP or the controller's death; never returns.
     On STOP it raises ``ExitProc``, which its caller lets end the program normally
@@ -71,6 +83,7 @@ def worker_main(cfg: dict) -> None:
         from monarch_cy._transport.node import Node, set_node
         import signal
         _pdeathsig(signal.SIGKILL)
+        _allow_tracer(cfg.get("controller_pid"))
         if cfg.get("bind"):
             from monarch_cy._actor.launch.proc_bind import apply  # deferred: as above
             apply(cfg["bind"])

@@ -1,6 +1,7 @@
 """The owner's side of ``MESH_CTL`` (runs in its pump): a remote view asks it to stop
 a proc mesh, a worker asks the client to start procs, or an actor asks for the procs
-of the mesh it runs on (:mod:`.remote_ops` sends them)."""
+of the mesh it runs on (:mod:`.remote_ops` sends them); a remote view or
+``monarch-cy stacks`` asks for stacks (:mod:`.stacks`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from monarch_cy._actor.base.shape import Shape
 from monarch_cy._actor.meshes.host_mesh import HostMesh
 from monarch_cy._actor.meshes.proc_mesh import ProcMesh
 from monarch_cy._actor.meshes.proc_stop import stop_procs
+from monarch_cy._actor.meshes.stacks import handle_stacks
 
 __all__ = ["handle_mesh_ctl"]
 
@@ -28,9 +30,12 @@ def _spawn_for(node, data, extras):
 
 def handle_mesh_ctl(node, hdr, data, extras) -> None:
     """``(MESH_CTL, op, mesh id, reply addr, port id, reply key)``: ``op`` is
-    ``"spawn_procs"``, ``"stop"`` or ``"describe"``; the asker gets the ProcMesh,
-    None, or the error."""
+    ``"spawn_procs"``, ``"stop"``, ``"describe"`` or ``"stacks"``; the asker gets the
+    ProcMesh, None, the stacks, or the error."""
     _, op, mesh_id, raddr, port, rkey = hdr
+    if op == "stacks":
+        handle_stacks(node, mesh_id, raddr, port, rkey, data, extras)
+        return
     if op == "spawn_procs":
         try:
             pm = _spawn_for(node, data, extras)

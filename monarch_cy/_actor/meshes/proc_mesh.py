@@ -178,6 +178,25 @@ class ProcMesh(MeshTrait):
         node.call_in_pump(lambda: (_state.log_sink().flush(), done._set_result(None)))
         done.get(5)
 
+    def dump_stacks(self, timeout: float = 30.0) -> Future:
+        """Every thread's Python stack of every proc of this mesh, read now.
+
+        Returns at once a Future of a ``ValueMesh`` shaped like this mesh; each value
+        is a ``ProcStacks`` (``monarch_cy.actor.ProcStacks``: ``rank``, the proc's rank
+        in this proc mesh; ``pid``; ``host``; ``threads``, each with its frames,
+        innermost first; ``error`` when that proc could not be read, e.g. it exited).
+        ``print(stacks)`` of a value, or ``format_stacks(values)``, shows them as
+        py-spy does.  The controller runs py-spy against each proc's pid: nothing is
+        sent to the procs, so a proc stuck in C code, holding the GIL or spinning in
+        an endpoint is answered too, and it keeps running (nothing is killed; stop
+        the mesh as usual afterwards).  ``timeout``: seconds each proc's read may
+        take (its entry then says so).  The Future raises ``StackDumpError`` when
+        py-spy is not installed or may not attach (ptrace permissions; the message
+        says what to change).  See docs/observability.md, "Stacks".
+        """
+        from monarch_cy._actor.meshes.stacks import dump_stacks  # deferred: import time
+        return dump_stacks(self._state, self._procs, self._shape, timeout)
+
     def respawn(self, ranks=None) -> Future:
         """Restart failed ranks in place; the Future resolves (to the list of global
         ranks restarted) once every actor re-spawned on them finished ``__init__``.
