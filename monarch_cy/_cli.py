@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the report as one JSON document on stdout (keys: docs/cli.md; "
                         "'schema' is its version)")
     p.set_defaults(func=_info)
+    from monarch_cy._stacks_cli import add_parser as add_stacks  # `monarch-cy stacks`
+    add_stacks(sub)
     from monarch_cy._train.cli import add_parser as add_train
 
     add_train(sub, epilog=_EPILOG)

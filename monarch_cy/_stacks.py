@@ -206,15 +206,22 @@ def _thread(t: dict) -> ThreadStack:
 
 def own_stacks(rank: int = 0) -> ProcStacks:
     """This process's threads, read in-process (``sys._current_frames``): the
-    asking process is running Python, so it needs no py-spy (see above)."""
+    asking process is running Python, so it needs no py-spy (see above).  The
+    threads reading stacks right now (``monarch_cy-stacks``) are left out."""
     import threading
-    import traceback
     names = {t.ident: (t.name, t.native_id) for t in threading.enumerate()}
     me = threading.get_ident()
     threads = []
     for ident, frame in sys._current_frames().items():
         name, native = names.get(ident, ("", None))
-        frames = tuple(Frame(fs.name, fs.filename, fs.lineno or 0)
-                       for fs in reversed(traceback.extract_stack(frame)))
-        threads.append(ThreadStack(name, ident, native, ident == me, ident == me, frames))
+        if name == "monarch_cy-stacks":
+            continue
+        frames = []
+        while frame is not None:
+            code = frame.f_code
+            frames.append(Frame(getattr(code, "co_qualname", code.co_name),
+                                code.co_filename, frame.f_lineno or 0))
+            frame = frame.f_back
+        threads.append(ThreadStack(name, ident, native, ident == me, ident == me,
+                                   tuple(frames)))
     return ProcStacks(rank, os.getpid(), socket.gethostname(), tuple(threads))

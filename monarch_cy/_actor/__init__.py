@@ -47,6 +47,7 @@ import loop spans two floors (``tests/test_layers.py`` checks it and prints the 
 ``launch/`` — starting procs
 
 * :mod:`.launch.rundir` — the job's run directory and its reaper.
+* :mod:`.launch.job_file` — the job file: how ``monarch-cy stacks`` finds a running job.
 * :mod:`.launch.proc_bind` — CPU and memory binding of a proc.
 * :mod:`.launch.visible_gpus` — which GPUs a proc sees.
 * :mod:`.launch.bootstrap_command` — the program a proc runs.

@@ -6,7 +6,8 @@ the worker's, or both.  A new kind gets its handler here and nowhere else.
 
 * :func:`make_controller_node` — the controller's node (made on first use of the
   runtime, :func:`monarch_cy._actor.base.state.get_node`): the job secret, a private
-  run directory, the log sink, the controller's handlers; torn down at interpreter
+  run directory and its job file (:mod:`.launch.job_file`), the log sink, the
+  controller's handlers; torn down at interpreter
   exit (failures nobody handled yet reach the fault hook, every proc mesh still
   running is stopped, every child reaped, the run directory removed).
 * :func:`install_worker` — a worker's handlers, log forwarding and watch of the
@@ -35,6 +36,7 @@ from monarch_cy._actor.cast import heartbeat as heartbeat_tree, spawn as spawn_t
 from monarch_cy._actor.host import logs
 from monarch_cy._actor.host.actor_host import handle_spawn
 from monarch_cy._actor.host.stopping import stop_proc
+from monarch_cy._actor.launch import job_file
 from monarch_cy._actor.launch.rundir import make_rundir
 from monarch_cy._actor.meshes import controllers, failures, heartbeat
 from monarch_cy._actor.meshes.mesh_ctl import handle_mesh_ctl
@@ -115,6 +117,7 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     _state.set_log_sink(logs.LogSink(node))
     node.handlers.update(CONTROLLER_HANDLERS)
     node.start_io_thread()
+    job_file.write(rundir, addr, keys.secret)    # monarch-cy stacks finds the job by it
     atexit.register(_shutdown, node)
     return node
 
