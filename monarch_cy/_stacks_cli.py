@@ -51,9 +51,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="the job: its run directory, its job.json, or its controller's pid "
                         "(default: the only running job of this user here)")
     p.add_argument("--mesh", default=None, metavar="NAME",
-                   help="only this proc mesh ('controller': the controller's own threads)")
+                   help="only this proc mesh ('controller': the controller's own threads) "
+                        "(default: every proc mesh)")
     p.add_argument("--rank", type=int, action="append", default=None, metavar="N",
-                   help="only this rank (repeatable; ranks within each proc mesh)")
+                   help="only this rank (repeatable; ranks within each proc mesh) "
+                        "(default: every rank)")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="seconds each proc's read may take")
     p.add_argument("--json", action="store_true",
