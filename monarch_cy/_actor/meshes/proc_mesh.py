@@ -182,11 +182,11 @@ class ProcMesh(MeshTrait):
         """Every thread's Python stack of every proc of this mesh, read now.
 
         Returns at once a Future of a ``ValueMesh`` shaped like this mesh; each value
-        is a ``ProcStacks`` (``monarch_cy.actor.ProcStacks``: ``rank``, the proc's rank
-        in this proc mesh; ``pid``; ``host``; ``threads``, each with its frames,
-        innermost first; ``error`` when that proc could not be read, e.g. it exited).
-        ``print(stacks)`` of a value, or ``format_stacks(values)``, shows them as
-        py-spy does.  The controller runs py-spy against each proc's pid: nothing is
+        is a ``ProcStacks`` (``rank``, the proc's rank in this proc mesh; ``pid``;
+        ``host``; ``threads``, each with its name, ``active``, ``owns_gil`` and frames,
+        innermost first; ``functions()``, every frame's name; ``error`` when that proc
+        could not be read, e.g. it exited).  ``print()`` of a value shows it as
+        ``py-spy dump`` does.  The controller runs py-spy against each proc's pid: nothing is
         sent to the procs, so a proc stuck in C code, holding the GIL or spinning in
         an endpoint is answered too, and it keeps running (nothing is killed; stop
         the mesh as usual afterwards).  ``timeout``: seconds each proc's read may
