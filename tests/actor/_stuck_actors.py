@@ -24,3 +24,11 @@ class Stuck(Actor):
     @endpoint
     def sleep_in_c(self, seconds: float) -> None:
         time.sleep(seconds)    # C, GIL released
+
+
+class Asker(Actor):
+    @endpoint
+    def stacks_of(self, pm) -> list:
+        """``pm.dump_stacks()`` from inside an actor (a remote view: its owner reads)."""
+        return [(s.rank, s.error, "Asker.stacks_of" in s.functions())
+                for s in pm.dump_stacks().get(60).values()]

@@ -161,3 +161,15 @@ def test_bad_timeout_names_the_parameter():
     from monarch_cy.actor import this_proc
     with pytest.raises(ValueError, match="timeout"):
         this_proc().dump_stacks(timeout=-1)
+
+
+def test_dump_stacks_from_an_actor_asks_the_owner(stuck):
+    """A proc mesh sent to an actor is a remote view: its dump_stacks is answered by
+    the mesh's owner, which reads the asking actor's own proc too."""
+    from _stuck_actors import Asker
+    pm, _ = stuck
+    asker = pm.slice(gpus=2).spawn("asker", Asker)
+    got = asker.stacks_of.call_one(pm).get(60)
+    assert [r for r, _, _ in got] == [0, 1, 2]
+    assert all(err is None for _, err, _ in got), got
+    assert got[2][2] and not got[0][2]          # the asker is seen waiting, on rank 2
