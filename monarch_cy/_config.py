@@ -268,6 +268,17 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "own `logging` configuration; set: a stderr handler at that level, with the "
        "logger name and level on each line. Read once per process, at the first message.",
        choices=("debug", "info", "warning", "error", "critical"), noun="a log level"),
+    _V("MONARCH_CY_TELEMETRY", "flag", False, USER,
+       "`1`: OpenTelemetry spans and metrics of calls, endpoints and respawns in this "
+       "process (docs/observability.md); needs `opentelemetry-api` and "
+       "`opentelemetry-sdk`. Read once, when the process's actor runtime starts (the "
+       "controller's first call or spawn, a worker's start); `enable_telemetry()` sets "
+       "it for the procs started after it."),
+    _V("MONARCH_CY_TELEMETRY_OTLP_ENDPOINT", "text", None, USER,
+       "With telemetry on, export spans and metrics to this OTLP endpoint (`http://host:"
+       "4318` for OTLP/HTTP) instead of this process's in-memory reader; unset: "
+       "`OTEL_EXPORTER_OTLP_ENDPOINT`, else the in-memory reader. Read when telemetry "
+       "starts in a process."),
     _V("MONARCH_CY_RANK", "int", None, INTERNAL,
        "Set by `spawn_procs` in every proc: its rank in the proc mesh.", minimum=0),
     _V("MONARCH_CY_WORLD_SIZE", "int", None, INTERNAL,
@@ -478,6 +489,14 @@ def fault_hook_skips_seen() -> bool:
 
 def log_level() -> str | None:
     return get("MONARCH_CY_LOG_LEVEL")
+
+
+def telemetry() -> bool:
+    return get("MONARCH_CY_TELEMETRY")
+
+
+def telemetry_otlp_endpoint() -> str | None:
+    return get("MONARCH_CY_TELEMETRY_OTLP_ENDPOINT")
 
 
 def rank() -> int | None:

@@ -29,6 +29,7 @@ import os
 import shutil
 
 from monarch_cy._errors import ActorError
+from monarch_cy._telemetry import runtime as telemetry_runtime
 from monarch_cy._actor.base import client_faults, state as _state
 from monarch_cy._actor.base.addresses import listen_port, transport
 from monarch_cy._actor.cast import heartbeat as heartbeat_tree, spawn as spawn_tree, \
@@ -119,6 +120,7 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     node.start_io_thread()
     job_file.write(rundir, addr, keys.secret)    # monarch-cy stacks finds the job by it
     atexit.register(_shutdown, node)
+    _telemetry_at_start()
     return node
 
 
@@ -145,3 +147,13 @@ def install_worker(node, cfg: dict) -> None:
     controllers.set_address(cfg.get("cc_addr"))
     logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
     node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
+    _telemetry_at_start()
+
+
+def _telemetry_at_start() -> None:
+    """The process's runtime starts: telemetry on if ``MONARCH_CY_TELEMETRY=1`` (the
+    one check; off, nothing below is imported)."""
+    tel = telemetry_runtime.start_if_wanted()
+    if tel is not None:
+        from monarch_cy._actor.model import traced_calls  # deferred: import time (only with telemetry on)
+        traced_calls.install(tel)

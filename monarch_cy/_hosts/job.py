@@ -102,6 +102,27 @@ class JobTrait:
         """True while this job (or the cached job it re-attached to) runs."""
         return self._running is not None
 
+    def enable_telemetry(self, config=None, *, mesh_admin_config=None, **kwargs):
+        """Turn telemetry on (``monarch_cy.telemetry.enable_telemetry``) at the next
+        :meth:`state` call, as Monarch's: in this controller and in every proc spawned
+        after it.  ``config``: a ``TelemetryConfig``, else one made from ``kwargs``
+        (checked now).  ``mesh_admin_config`` (Monarch's mesh admin) is accepted and
+        unused.  Returns ``self``, for chaining."""
+        from monarch_cy._telemetry.config import TelemetryConfig  # deferred: import time
+        if config is None:
+            config = TelemetryConfig(**kwargs)
+        elif not isinstance(config, TelemetryConfig):
+            raise TypeError(f"config must be a TelemetryConfig, not {config!r}")
+        self._telemetry = config
+        return self
+
+    def _start_telemetry(self) -> None:
+        """Called first by every ``state()``: start what :meth:`enable_telemetry` asked."""
+        config = self.__dict__.get("_telemetry")
+        if config is not None:
+            from monarch_cy._telemetry.api import enable_telemetry  # deferred: import time
+            enable_telemetry(config)
+
     def apply(self, client_script: str | None = None) -> None:
         """Create the job as specified; a no-op when it already runs.
         ``client_script``: run that script as the job's client (job types that
@@ -112,6 +133,7 @@ class JobTrait:
 
     def state(self, cached_path: str | None = DEFAULT_JOB_PATH) -> JobState:
         """The job's host meshes by name (module docstring for ``cached_path``)."""
+        self._start_telemetry()
         if cached_path is not None:
             if not isinstance(cached_path, (str, os.PathLike)):
                 raise TypeError(f"cached_path must be a path (str) or None, not "

@@ -94,6 +94,7 @@ class KubernetesJob(JobTrait):
         self._dialin = hub.dialin or hub.listen(f"tcp://0.0.0.0:{self.port}")
 
     def state(self, timeout: float | None = None) -> JobState:
+        self._start_telemetry()
         if self._state is None:
             self.apply()
             hosts = self._dialin.wait(self.replicas, timeout or self.start_timeout)

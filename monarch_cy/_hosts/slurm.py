@@ -235,6 +235,7 @@ class SlurmJob(SlurmSpec, JobTrait):
         re-attach to (Monarch's ``state(cached_path=...)``; monarch_cy's default is
         None, a job this controller owns).  ``timeout``: seconds (default
         ``job_start_timeout``, else 600)."""
+        self._start_telemetry()
         if cached_path is not None:
             if not isinstance(cached_path, (str, os.PathLike)):
                 raise TypeError(f"cached_path must be a path (str) or None, got "

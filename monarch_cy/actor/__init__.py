@@ -27,6 +27,7 @@ from monarch_cy._actor.model.concurrent import concurrent_endpoint
 from monarch_cy._actor.model.endpoint import (Accumulator, Endpoint, as_endpoint, endpoint,
                                               send)
 from monarch_cy._actor.model.ports import Channel, Port, PortReceiver
+from monarch_cy._telemetry.api import get_meter, span, traced
 
 __all__ = [
     "Accumulator",
@@ -61,15 +62,18 @@ __all__ = [
     "default_bootstrap_cmd",
     "enable_transport",
     "endpoint",
+    "get_meter",
     "get_or_spawn_controller",
     "returns_future",
     "run_worker_loop_forever",
     "run_worker_loop_until_shutdown",
     "send",
     "shutdown_context",
+    "span",
     "start_worker_loop_forever",
     "this_host",
     "this_proc",
+    "traced",
     "unhandled_fault_hook",
     "fault_hook_skips_seen",
 ]

@@ -11,6 +11,7 @@ from monarch_cy._hosts.job_cache import job_load, job_loads
 from monarch_cy._hosts.kubernetes import KubernetesJob
 from monarch_cy._hosts.local_jobs import LocalJob, ProcessJob, hosts_from_config
 from monarch_cy._hosts.slurm import SlurmJob
+from monarch_cy._telemetry.config import TelemetryConfig
 
 __all__ = [
     "DEFAULT_JOB_PATH",
@@ -25,6 +26,7 @@ __all__ = [
     "ProcessJob",
     "SchedulerError",
     "SlurmJob",
+    "TelemetryConfig",
     "hosts_from_config",
     "job_load",
     "job_loads",

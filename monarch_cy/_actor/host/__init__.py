@@ -1,5 +1,6 @@
 """Running actors inside a proc.
 
-Modules, bottom up: :mod:`.supervise_call`, :mod:`.proc_setup`, :mod:`.actor_host`,
-:mod:`.stopping`, :mod:`.logs`.  Uses the floors below (base, cast, model).
+Modules, bottom up: :mod:`.supervise_call`, :mod:`.proc_setup`,
+:mod:`.traced_endpoints` (an actor's endpoints, instrumented when telemetry is on),
+:mod:`.actor_host`, :mod:`.stopping`, :mod:`.logs`.  Uses the floors below (base, cast, model).
 """

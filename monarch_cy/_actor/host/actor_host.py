@@ -40,10 +40,11 @@ from collections import deque
 
 from monarch_cy._errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._log import logger
+from monarch_cy._telemetry.runtime import instruments as _telemetry
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.failure import MeshFailure
 from monarch_cy._actor.base.shape import Extent, Point
-from monarch_cy._actor.host import proc_setup
+from monarch_cy._actor.host import proc_setup, traced_endpoints
 from monarch_cy._actor.host.supervise_call import call_with_timeout, supervise_timeout
 from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _message, endpoint_table,
                                            post_to)
@@ -191,6 +192,9 @@ class ActorHost:
                                          self.rank.rank, "__init__")
             self._die(f"__init__ raised {_one_line(e)}", e, _format(e), cleanup=False)
         self.inst.sync = not is_async
+        tel = _telemetry()          # telemetry: asked once per actor, never per message
+        if tel is not None and self.init_error is None:
+            self._handle = traced_endpoints.instrument(self, tel)
         try:
             if is_async and self.init_error is None:
                 self._run_async(sock)

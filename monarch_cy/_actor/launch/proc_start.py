@@ -13,6 +13,8 @@ called again by every respawn.  The environment of a proc, lowest first:
 3. with a ``gpus`` dimension (and pinning on), ``CUDA_VISIBLE_DEVICES`` /
    ``HIP_VISIBLE_DEVICES`` naming the device its coordinate indexes among those
    inherited (:mod:`.visible_gpus`; remote hosts map it themselves);
+   a remote proc also gets the controller's ``MONARCH_CY_TELEMETRY`` and
+   ``MONARCH_CY_TELEMETRY_OTLP_ENDPOINT`` (``enable_telemetry()`` sets them);
 4. the ``env`` of its :class:`~.bootstrap_command.BootstrapCommand`, if any;
 5. ``MONARCH_CY_RANK`` / ``MONARCH_CY_WORLD_SIZE`` (the runtime's own).
 
@@ -35,6 +37,7 @@ from monarch_cy._torchrun import free_local_port, torchrun_env
 __all__ = ["ProcStarts"]
 
 _DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+_TELEMETRY_VARS = ("MONARCH_CY_TELEMETRY", "MONARCH_CY_TELEMETRY_OTLP_ENDPOINT")
 
 
 class ProcStarts:
@@ -91,6 +94,8 @@ class ProcStarts:
         n = self.ext.nelements
         remote = self.remote is not None
         env = dict(self.user_env) if remote else dict(self.inherited)
+        if remote:            # telemetry's switch reaches remote procs too (not agents' env)
+            env.update({k: self.inherited[k] for k in _TELEMETRY_VARS if k in self.inherited})
         env.update(torchrun_env(r, n, self.per, *self.master, run_id=self.run_id,
                                 restart_count=restarts, max_restarts=self.max_restarts))
         cmd = self.cmds[r]

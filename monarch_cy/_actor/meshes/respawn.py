@@ -53,6 +53,7 @@ import time
 
 from monarch_cy._checks import is_int
 from monarch_cy._errors import MeshStoppedError, SupervisionError
+from monarch_cy._telemetry.runtime import instruments as _telemetry
 from monarch_cy._actor.base import client_faults, state as _state
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.meshes import heartbeat
@@ -132,6 +133,7 @@ def start(node, st, targets, delay: float, on_exit, policy: bool = False) -> Fut
 
 
 def _run(node, st, targets, delay, policy, fut, on_exit) -> None:
+    started = time.time_ns()
     try:
         if delay > 0:
             end = time.monotonic() + delay
@@ -151,6 +153,9 @@ def _run(node, st, targets, delay, policy, fut, on_exit) -> None:
             _wait_ready(node, st, waits)
             for g in targets:
                 st.failed_ranks.discard(g)
+        tel = _telemetry()
+        if tel is not None:
+            tel.respawned(st.name, targets, started)
         fut._set_result(list(targets))
     except BaseException as e:  # noqa: BLE001 - delivered through the Future
         if targets:

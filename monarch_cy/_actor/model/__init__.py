@@ -2,5 +2,6 @@
 
 Modules, bottom up: :mod:`.ports` (collectors, ``Port``, ``Channel``),
 :mod:`.routed` (an endpoint's call down a cast tree), :mod:`.endpoint`,
-:mod:`.actor`, :mod:`.concurrent`.  Uses :mod:`..base` and :mod:`..cast`.
+:mod:`.actor`, :mod:`.concurrent`, :mod:`.traced_calls` (the adverbs, instrumented
+when telemetry is on).  Uses :mod:`..base` and :mod:`..cast`.
 """
