@@ -53,6 +53,9 @@ ACCESSORS = {
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),
     _config.fault_hook_skips_seen: ("FAULT_HOOK_SKIPS_SEEN", False, "1", True),
     _config.log_level: ("LOG_LEVEL", None, " Debug ", "debug"),
+    _config.telemetry: ("TELEMETRY", False, " 1 ", True),
+    _config.telemetry_otlp_endpoint: ("TELEMETRY_OTLP_ENDPOINT", None, " http://c:4318 ",
+                                      "http://c:4318"),
     _config.rank: ("RANK", None, "5", 5),
     _config.world_size: ("WORLD_SIZE", None, "8", 8),
 }

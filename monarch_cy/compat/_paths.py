@@ -35,6 +35,7 @@ _J = "monarch_cy.job"
 _R = "monarch_cy.rdma"
 _S = "monarch_cy.spmd"
 _C = "monarch_cy.config"
+_T = "monarch_cy.telemetry"
 _P = "monarch_cy.compat._private"
 
 ALIASES = {
@@ -78,12 +79,14 @@ SHIMS = {
     "monarch._src.actor.bootstrap": {n: _A for n in (
         "attach_to_workers", "run_worker_loop_forever", "run_worker_loop_until_shutdown",
         "start_worker_loop_forever")},
-    "monarch._src.actor.telemetry": {"TracingForwarder": _P},
+    "monarch._src.actor.telemetry": {"TracingForwarder": _P, "get_meter": _T, "span": _T,
+                                     "traced": _T},
     "monarch._src.actor.mock": {"patch_actor": _P, "get_actor_class": _P},
     # -- jobs (names resolve to whatever monarch_cy.job provides)
     "monarch._src.job.job": {n: _J for n in (
-        "DEFAULT_JOB_PATH", "JobState", "JobTrait", "LocalJob", "exec_command",
-        "job_load", "job_loads", "load_current_job", "set_current_job")},
+        "DEFAULT_JOB_PATH", "JobState", "JobTrait", "LocalJob", "TelemetryConfig",
+        "exec_command", "job_load", "job_loads", "load_current_job", "set_current_job")},
+    "monarch._src.job.telemetry_config": {"TelemetryConfig": _J},
     "monarch._src.job.kubernetes": {
         "ImageSpec": _J, "KubeConfig": _J, "KubernetesJob": _J,
         "_WORKER_BOOTSTRAP_SCRIPT": f"{_P}:WORKER_BOOTSTRAP_SCRIPT"},

@@ -15,6 +15,7 @@ EXPECTED = {
     "run_worker_loop_forever", "run_worker_loop_until_shutdown",
     "start_worker_loop_forever",
     "returns_future", "as_endpoint", "enable_transport", "ChannelTransport",
+    "get_meter", "span", "traced",
 }
 
 
@@ -25,7 +26,8 @@ def test_public_names_complete():
         # implemented privately; errors name their public home (monarch_cy.errors)
         assert getattr(obj, "__module__", "monarch_cy._actor").startswith(
             ("monarch_cy._actor", "monarch_cy._hosts", "monarch_cy.errors",
-             "monarch_cy._config_api"))   # ChannelTransport: monarch.config's too
+             "monarch_cy._config_api",    # ChannelTransport: monarch.config's too
+             "monarch_cy._telemetry"))    # get_meter, span, traced: monarch.actor's too
     public = {n for n in vars(api) if not n.startswith("_")}
     assert public == EXPECTED
 
