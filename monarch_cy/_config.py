@@ -279,6 +279,13 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "4318` for OTLP/HTTP) instead of this process's in-memory reader; unset: "
        "`OTEL_EXPORTER_OTLP_ENDPOINT`, else the in-memory reader. Read when telemetry "
        "starts in a process."),
+
+
+    _V("MONARCH_CY_TAIL_LOG_LINES", "int", 20, USER,
+       "How many of a proc's last lines of output (stdout and stderr together) its "
+       "failure carries (`MeshFailure`, `SupervisionError`, the fault hook's report); "
+       "`0`: none. Monarch's `tail_log_lines`. Read by the controller as each proc "
+       "starts (docs/observability.md).", minimum=0),
     _V("MONARCH_CY_RANK", "int", None, INTERNAL,
        "Set by `spawn_procs` in every proc: its rank in the proc mesh.", minimum=0),
     _V("MONARCH_CY_WORLD_SIZE", "int", None, INTERNAL,
@@ -497,6 +504,10 @@ def telemetry() -> bool:
 
 def telemetry_otlp_endpoint() -> str | None:
     return get("MONARCH_CY_TELEMETRY_OTLP_ENDPOINT")
+
+
+def tail_log_lines() -> int:
+    return get("MONARCH_CY_TAIL_LOG_LINES")
 
 
 def rank() -> int | None:

@@ -289,6 +289,10 @@ MAPPED: Dict[str, tuple] = {
         "How long `__cleanup__` / `__supervise__` may run before counting as hung; "
         "read in the actor's process, so here it covers actors of this process "
         "(`get_or_spawn_controller`'s)."),
+    "tail_log_lines": (
+        "MONARCH_CY_TAIL_LOG_LINES", str, int,
+        "How many of a dead proc's last lines of output its failure text carries; "
+        "read by the controller as each proc starts."),
     "rdma_disable_ibverbs": (
         "MONARCH_CY_RDMA_VERBS", lambda v: "0" if v else "1", lambda v: not v,
         "`True`: this process never uses ibverbs (the other RDMABuffer backends "

@@ -64,10 +64,27 @@ def _allow_tracer(pid) -> None:
         pass
 
 
+def _capture_stdio(paths) -> None:
+    """Put fds 1 and 2 on the FIFOs the controller reads (``cfg["stdio"]``, see
+    :mod:`.launch.proc_output`), before anything else writes; child processes
+    inherit them.  A FIFO that cannot be opened (its reader is gone) leaves that fd
+    as it was."""
+    for fd, path in zip((1, 2), paths):
+        try:
+            w = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        os.set_blocking(w, True)      # a full pipe makes writers wait, never fail
+        os.dup2(w, fd)                # (dup2's copy is inherited by children)
+        os.close(w)
+
+
 def worker_main(cfg: dict) -> None:
     """Run a worker with ``cfg`` until STOP or the controller's death; never returns.
     On STOP it raises ``ExitProc``, which its caller lets end the program normally
     (exit status 0 after the interpreter's finalization)."""
+    if cfg.get("stdio"):
+        _capture_stdio(cfg["stdio"])
     try:
         sys.path[:] = list(cfg["sys_path"]) + [p for p in sys.path
                                                if p not in cfg["sys_path"]]

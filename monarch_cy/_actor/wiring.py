@@ -35,9 +35,10 @@ from monarch_cy._actor.base.addresses import listen_port, transport
 from monarch_cy._actor.cast import heartbeat as heartbeat_tree, spawn as spawn_tree, \
     stop as stop_tree, tree as cast_tree
 from monarch_cy._actor.host import logs
+from monarch_cy._actor.host.log_sink import LogSink
 from monarch_cy._actor.host.actor_host import handle_spawn
 from monarch_cy._actor.host.stopping import stop_proc
-from monarch_cy._actor.launch import job_file
+from monarch_cy._actor.launch import job_file, proc_output
 from monarch_cy._actor.launch.rundir import make_rundir
 from monarch_cy._actor.meshes import controllers, failures, heartbeat
 from monarch_cy._actor.meshes.mesh_ctl import handle_mesh_ctl
@@ -115,7 +116,8 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
         addr, daddr = f"{scheme}://{rundir}/c", f"{scheme}://{rundir}/cd"
     node = Node(addr, keys, rundir=rundir, is_controller=True, direct_addr=daddr,
                 remote_error=ActorError)
-    _state.set_log_sink(logs.LogSink(node))
+    _state.set_log_sink(LogSink(node))
+    proc_output.flush_after_cells()          # in Jupyter: output shows in its cell
     node.handlers.update(CONTROLLER_HANDLERS)
     node.start_io_thread()
     job_file.write(rundir, addr, keys.secret)    # monarch-cy stacks finds the job by it
@@ -133,6 +135,7 @@ def _shutdown(node) -> None:
         try:
             node.close()
         finally:
+            proc_output.keep_logs_if_failed(node.rundir)
             shutil.rmtree(node.rundir, ignore_errors=True)
 
 
@@ -145,7 +148,7 @@ def install_worker(node, cfg: dict) -> None:
     node.handlers.update(WORKER_HANDLERS)
     node.open_fanout()       # casts pass through this proc without its GIL (cast/tree.py)
     controllers.set_address(cfg.get("cc_addr"))
-    logs.install_forwarding(node, cfg["controller"], cfg["mesh_id"], cfg["proc_rank"])
+    logs.install_forwarding(node, cfg)
     node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
     _telemetry_at_start()
 

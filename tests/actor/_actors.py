@@ -602,3 +602,60 @@ class BusyHead(Actor):
             finally:
                 sys.setswitchinterval(old)
         return pid
+
+
+class Writer(Actor):
+    """Writes below Python's streams: fds 1 and 2, C code, child processes
+    (tests/actor/host/test_output_capture.py)."""
+
+    @endpoint
+    def fd_write(self, fd, text):
+        os.write(fd, text.encode())
+        return True
+
+    @endpoint
+    def c_write(self, text):
+        import ctypes
+        libc = ctypes.CDLL(None)
+        data = (text + "\n").encode()
+        libc.write(1, data, len(data))
+        libc.printf(b"printf %s\n", (text + "-printf").encode())
+        libc.fflush(None)
+        return True
+
+    @endpoint
+    def child(self, text):
+        import subprocess
+        subprocess.run(["sh", "-c", f"echo {text}-out; echo {text}-err >&2"], check=True)
+        return True
+
+    @endpoint
+    def interleave(self, n):
+        for i in range(n):
+            if i % 2:
+                os.write(1, f"seq {i}\n".encode())
+            else:
+                print(f"seq {i}")
+        return True
+
+    @endpoint
+    def say(self, text):
+        print(text)
+        return True
+
+    @endpoint
+    def log(self, level, text):
+        lg = logging.getLogger("monarch_cy_test_user")
+        if not lg.handlers:
+            lg.addHandler(logging.StreamHandler())
+        lg.log(level, text)
+        return True
+
+    @endpoint
+    def last_words(self, text):
+        import signal
+        print(text)
+        os.write(2, f"{text}-from-c\n".encode())
+        sys.stdout.write("no newline at the end")
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from monarch_cy._errors import SupervisionError
 
-__all__ = ["MeshFailure", "actor_who"]
+__all__ = ["MeshFailure", "actor_who", "with_tail"]
 
 
 class MeshFailure:
@@ -91,6 +91,28 @@ def actor_who(cls_path: str, mesh_name: str, point, owner: str = "<root>") -> st
     name{'gpus': 1/2}>`` (``point`` is the actor's :class:`Point` in its mesh; an
     actor spawned by another actor gets that actor's name, ``owner``, in front)."""
     return f"{owner}.<{cls_path} {mesh_name}{point!r}>"
+
+
+def with_tail(cause: str, lines) -> str:
+    """A dead proc's ``cause`` (Monarch's line, unchanged) followed by the last
+    ``lines`` it wrote, oldest first, each as the controller printed it::
+
+        the process this actor was running on failed: Killed(sig=9)
+        the last 2 lines it wrote (stdout and stderr, oldest first):
+          [trainer 3] step 41
+          [proc 3] CUDA error: an illegal memory access was encountered
+
+    (Monarch keeps such a tail in the proc's status and its trace, not in the
+    failure's text; ours is in every text that carries the cause: ``MeshFailure``,
+    its ``report()``, ``SupervisionError``.)  ``cause`` alone when ``lines`` is
+    empty."""
+    lines = list(lines)
+    if not lines:
+        return cause
+    n = len(lines)
+    head = f"the last {n} lines it wrote" if n > 1 else "the last line it wrote"
+    return f"{cause}\n{head} (stdout and stderr, oldest first):\n" + \
+        "\n".join("  " + ln for ln in lines)
 
 
 def _indent(text: str) -> str:

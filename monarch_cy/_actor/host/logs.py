@@ -1,39 +1,53 @@
-"""Log forwarding: workers' ``sys.stdout``/``sys.stderr`` (and so ``logging``, whose
-stream handlers write there) reach the controller, one LOG message per batch of
-complete lines, prefixed there with the actor name and rank: ``[trainer 3] text``.
-Output outside any actor is prefixed ``[proc <rank>]``.
+"""A worker's output, proc side: where ``sys.stdout``/``sys.stderr`` write, and the
+actor that sets the proc's logging level.
 
-LOG messages go to the controller's background inbox (pumped by its I/O thread), so
-lines appear promptly even when nobody waits on a call; their order relative to a
-call's result (which may come back on the caller's direct inbox) is not guaranteed.
+A local proc is started with its fds 1 and 2 on two FIFOs that the controller reads
+(:mod:`monarch_cy._actor.launch.proc_output`; the worker's bootstrap puts them in
+place before it imports anything).  Everything written there reaches the controller:
+C code, child processes (they inherit the fds), ``print``.  ``sys.stdout`` and
+``sys.stderr`` become :class:`_FdLines` streams: unbuffered below the line (a line is
+one ``write(2)``, so a proc killed right after ``print`` has already handed it to the
+kernel, and the controller still reads it), and a line written by an actor's thread
+is tagged with that actor (``TAG`` + name + ``SEP`` + rank + ``SEP``), which the
+controller strips and prints as the ``[name rank]`` prefix.  Untagged lines are the
+proc's (``[proc <rank>]``).
 
-Controller side, per proc mesh (``ProcMesh.logging_option``):
-``stream_to_client=False`` drops the lines; ``aggregate_window_sec=w`` collects
-lines for ``w`` seconds and prints each distinct text once,
-``[name ranks 0-3] text`` (with the count of ranks that printed it).
-Output written to file descriptors 1/2 directly (C code, subprocesses) is not
-captured; it goes to the controller's terminal unprefixed.
+A proc started without FIFOs (on a remote host, by its agent) forwards its Python
+streams instead: :class:`_Forward` sends each batch of complete lines as a ``LOG``
+message to the controller (its output at the fd level stays on that host).
+
+:func:`set_level` is Monarch's ``logging_option(level=)``: the root logger's level
+in every proc of a mesh (default ``logging.INFO``, set when the proc starts).
 """
 
 from __future__ import annotations
 
 import io
+import os
 import sys
 import threading
-import time
 
 from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.model.actor import Actor
+from monarch_cy._actor.model.endpoint import endpoint
 from monarch_cy._transport.protocol import LOG, pack
 
-__all__ = ["install_forwarding", "LogSink", "handle_log"]
+__all__ = ["install_forwarding", "handle_log", "TAG", "SEP", "LevelActor", "LEVEL_NAME"]
+
+TAG, SEP = "\x1e", "\x1f"          # marks an actor's line: TAG name SEP rank SEP text
+LEVEL_NAME = "monarch_cy_logging"
 
 
-class _Forward(io.TextIOBase):
-    """A text stream whose complete lines become LOG messages to the controller."""
+def _who(proc_rank: int):
+    inst = getattr(_state.local, "instance", None)
+    return (inst.name, inst.rank.rank) if inst is not None else ("proc", proc_rank)
 
-    def __init__(self, node, controller: str, stream: str, mesh_id: int, proc_rank: int):
-        self._node, self._ctl, self._stream = node, controller, stream
-        self._mesh_id, self._proc_rank = mesh_id, proc_rank
+
+class _Lines(io.TextIOBase):
+    """Per-thread line buffering; ``_emit(text, whole)`` gets complete lines."""
+
+    def __init__(self, stream: str, proc_rank: int) -> None:
+        self._stream, self._proc_rank = stream, proc_rank
         self._bufs = {}
 
     def writable(self):
@@ -43,6 +57,13 @@ class _Forward(io.TextIOBase):
     def encoding(self):
         return "utf-8"
 
+    @property
+    def errors(self):
+        return "backslashreplace"
+
+    def isatty(self):
+        return False
+
     def write(self, s: str) -> int:
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
@@ -51,93 +72,108 @@ class _Forward(io.TextIOBase):
         if "\n" in buf:
             done, _, rest = buf.rpartition("\n")
             self._bufs[tid] = rest
-            self._emit(done)
+            self._emit(done, True)
         else:
             self._bufs[tid] = buf
         return len(s)
 
     def flush(self) -> None:
-        for tid, buf in list(self._bufs.items()):
-            if buf:
-                self._bufs[tid] = ""
-                self._emit(buf)
+        tid = threading.get_ident()
+        buf = self._bufs.get(tid)
+        if buf:
+            self._bufs[tid] = ""
+            self._emit(buf, False)
 
-    def _emit(self, text: str) -> None:
-        inst = getattr(_state.local, "instance", None)
-        who, rank = (inst.name, inst.rank.rank) if inst is not None else \
-            ("proc", self._proc_rank)
+
+class _FdLines(_Lines):
+    """Writes straight to fd 1 or 2 (a FIFO the controller reads); see above."""
+
+    def __init__(self, fd: int, stream: str, proc_rank: int) -> None:
+        super().__init__(stream, proc_rank)
+        self._fd = fd
+        self._midline = set()          # threads whose last write ended mid-line
+
+    def fileno(self):
+        return self._fd
+
+    def _emit(self, text: str, whole: bool) -> None:
+        tid = threading.get_ident()
+        who, rank = _who(self._proc_rank)
+        lines = text.split("\n")
+        if tid in self._midline:        # continues a line already begun: no tag
+            first, lines = lines[0], lines[1:]
+            self._midline.discard(tid)
+        else:
+            first = None
+        tagged = [f"{TAG}{who}{SEP}{rank}{SEP}{ln}" if who != "proc" else ln
+                  for ln in lines]
+        if first is not None:
+            tagged.insert(0, first)
+        data = "\n".join(tagged)
+        if whole:
+            data += "\n"
+        else:
+            self._midline.add(tid)
+        _write_all(self._fd, data.encode("utf-8", "backslashreplace"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except InterruptedError:
+            continue
+        except OSError:
+            return                      # the controller is gone: nobody reads
+        view = view[n:]
+
+
+class _Forward(_Lines):
+    """Complete lines become ``LOG`` messages to the controller (procs whose fds 1
+    and 2 are not captured)."""
+
+    def __init__(self, node, controller: str, stream: str, mesh_id: int,
+                 proc_rank: int) -> None:
+        super().__init__(stream, proc_rank)
+        self._node, self._ctl, self._mesh_id = node, controller, mesh_id
+
+    def fileno(self):
+        return 1 if self._stream == "stdout" else 2
+
+    def _emit(self, text: str, whole: bool) -> None:
+        who, rank = _who(self._proc_rank)
         try:
             self._node.send(self._ctl, [pack(
                 (LOG, self._stream, who, rank, self._mesh_id, text))])
         except Exception:
             pass
 
-    def isatty(self):
-        return False
 
-    def fileno(self):
-        return 1 if self._stream == "stdout" else 2
-
-
-def install_forwarding(node, controller: str, mesh_id: int, proc_rank: int) -> None:
-    sys.stdout = _Forward(node, controller, "stdout", mesh_id, proc_rank)
-    sys.stderr = _Forward(node, controller, "stderr", mesh_id, proc_rank)
-
-
-class LogSink:
-    """Controller side: prints forwarded lines, optionally aggregated per mesh."""
-
-    def __init__(self, node) -> None:
-        self.node = node
-        self.options = {}      # mesh id -> (stream_to_client, window or None)
-        self._pending = {}     # (mesh, stream, who, text) -> [ranks]
-        self._flush_at = None
-
-    def handle(self, node, hdr, data, extras) -> None:
-        _, stream, who, rank, mesh_id, text = hdr
-        to_client, window = self.options.get(mesh_id, (True, None))
-        if not to_client:
-            return
-        if window:
-            for line in text.split("\n"):
-                self._pending.setdefault((mesh_id, stream, who, line), []).append(rank)
-            if self._flush_at is None:
-                self._flush_at = time.monotonic() + window
-                node.add_timer(window, self.flush)
-            return
-        out = sys.stdout if stream == "stdout" else sys.stderr
-        out.write("".join(f"[{who} {rank}] {line}\n" for line in text.split("\n")))
-        out.flush()
-
-    def flush(self) -> None:
-        """Print aggregated lines now (runs in the pump)."""
-        self._flush_at = None
-        pending, self._pending = self._pending, {}
-        for (mesh_id, stream, who, line), ranks in pending.items():
-            out = sys.stdout if stream == "stdout" else sys.stderr
-            if len(ranks) == 1:
-                out.write(f"[{who} {ranks[0]}] {line}\n")
-            else:
-                out.write(f"[{who} ranks {_ranges(sorted(set(ranks)))}] "
-                          f"[{len(ranks)} similar lines] {line}\n")
-            out.flush()
-
-
-def _ranges(ranks) -> str:
-    parts, start, prev = [], None, None
-    for r in ranks:
-        if start is None:
-            start = prev = r
-        elif r == prev + 1:
-            prev = r
-        else:
-            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-            start = prev = r
-    if start is not None:
-        parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ",".join(parts)
+def install_forwarding(node, cfg: dict) -> None:
+    """This worker's ``sys.stdout``/``sys.stderr`` (see the module docstring), and
+    the root logger's level (Monarch's default, ``INFO``)."""
+    rank, mesh_id = cfg["proc_rank"], cfg["mesh_id"]
+    if cfg.get("stdio"):
+        sys.stdout = _FdLines(1, "stdout", rank)
+        sys.stderr = _FdLines(2, "stderr", rank)
+    else:
+        sys.stdout = _Forward(node, cfg["controller"], "stdout", mesh_id, rank)
+        sys.stderr = _Forward(node, cfg["controller"], "stderr", mesh_id, rank)
+    import logging  # deferred: import time (the controller loads this module too)
+    logging.getLogger().setLevel(logging.INFO)
 
 
 def handle_log(node, hdr, data, extras) -> None:
     """``LOG`` in the controller: to this process's sink (made with its node)."""
     _state.log_sink().handle(node, hdr, data, extras)
+
+
+class LevelActor(Actor):
+    """Spawned once per proc mesh by ``logging_option(level=)``: sets the level of
+    the root logger of its proc (Monarch's ``LoggerRuntimeActor``)."""
+
+    @endpoint
+    def set_level(self, level: int) -> None:
+        import logging  # deferred: import time (see install_forwarding)
+        logging.getLogger().setLevel(level)

@@ -47,6 +47,7 @@ class ProcHandle:
         self._on_exit = None
         self.popen = None
         self.pidfd = None       # fork mode: the worker's pidfd, open while it runs
+        self.output = None      # its proc_output.ProcOutput (fds 1 and 2), if captured
 
     def kill(self) -> None:
         if self.popen is not None:
@@ -68,6 +69,8 @@ class ProcHandle:
         return self.returncode
 
     def _exit(self, code: int) -> None:
+        if self.output is not None:
+            self.output.at_exit()     # its last lines first, then its exit
         self.returncode = code
         self._exited.set()
         cb = self._on_exit

@@ -2,7 +2,8 @@
 
 ``HostMesh.spawn_procs`` builds one :class:`ProcStarts` per call and asks it for a
 *starter* per rank: a callable that starts one incarnation of that proc and is
-called again by every respawn.  The environment of a proc, lowest first:
+called again by every respawn.  A local proc's fds 1 and 2 are captured by the
+controller (:mod:`.proc_output`, one per incarnation, on the launcher's handle).  The environment of a proc, lowest first:
 
 1. what it inherits: the controller's environment (or, on a remote host, the
    agent's) updated with ``spawn_procs(env=...)``;
@@ -31,6 +32,7 @@ import shutil
 from monarch_cy._actor.base.shape import Point
 from monarch_cy._actor.launch.bootstrap_command import resolve_bootstrap
 from monarch_cy._actor.launch.launcher import start_proc
+from monarch_cy._actor.launch.proc_output import ProcOutput
 from monarch_cy._actor.launch.visible_gpus import assignment
 from monarch_cy._torchrun import free_local_port, torchrun_env
 
@@ -45,8 +47,9 @@ class ProcStarts:
 
     def __init__(self, node, ext, per_host_count: int, *, mesh_id: int, inherited: dict,
                  user_env: dict, pin: bool, remote, bootstrap_command, cfg: dict,
-                 max_restarts: int) -> None:
+                 max_restarts: int, name: str = "procs") -> None:
         self.node, self.ext, self.per = node, ext, per_host_count
+        self.mesh_id, self.name = mesh_id, name
         self.inherited, self.user_env, self.pin = inherited, user_env, pin
         self.remote, self.cfg, self.max_restarts = remote, cfg, max_restarts
         self.run_id = f"monarch_cy-{os.getpid()}-{mesh_id}"
@@ -81,10 +84,18 @@ class ProcStarts:
         node = self.node
 
         def start():
-            env = self.env(r, next(incarnations))
+            inc = next(incarnations)
+            env = self.env(r, inc)
             if host is not None:
                 return host.start_proc(node, cfg, env)
-            return start_proc(node, cfg, env, cmd)
+            out = ProcOutput(node, self.mesh_id, self.name, r, f"p{self.mesh_id}.{r}.{inc}")
+            try:
+                h = start_proc(node, dict(cfg, stdio=out.stdio), env, cmd)
+            except BaseException:
+                out.close_unstarted()
+                raise
+            h.output = out
+            return h
         return start
 
     def env(self, r: int, restarts: int) -> dict:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import pickle
 
 from monarch_cy._actor.base import client_faults, state as _state
-from monarch_cy._actor.base.failure import MeshFailure, actor_who
+from monarch_cy._actor.base.failure import MeshFailure, actor_who, with_tail
 from monarch_cy._actor.base.shape import Extent, Point
+from monarch_cy._actor.launch.proc_output import note_failure, tail_of
 from monarch_cy._actor.meshes import respawn
 from monarch_cy._actor.meshes.proc_state import addrs_on, broadcast_dead
 from monarch_cy._actor.model.actor import post_to
@@ -33,11 +34,15 @@ def describe_exit(code: int) -> str:
 def _proc_down(node, proc, cause: str) -> None:
     """A proc failed (died, or went silent): runs in the pump, once per incarnation.
     Ends its pending calls, tells the other procs, and reports the failure to the
-    client, or lets the restart policy respawn it."""
+    client, or lets the restart policy respawn it.  ``cause`` gets the proc's last
+    lines of output (``MONARCH_CY_TAIL_LOG_LINES``, :func:`.failure.with_tail`)."""
     if proc.reported:
         return
     proc.reported = True
     st = proc.state
+    cause = with_tail(cause, tail_of(proc.popen))
+    if not st.stopped:
+        note_failure(proc.popen)
     addrs = addrs_on(st, proc.rank, proc)
     ended = node.proc_failed(proc.key, cause, addrs)
     broadcast_dead(node, proc, cause, addrs)

@@ -249,7 +249,8 @@ class HostMesh(MeshTrait):
                             inherited={**os.environ, **(env or {})}, user_env=dict(env or {}),
                             pin=pin, remote=self._hosts, bootstrap_command=bootstrap_command,
                             cfg=dict(cfg, mesh_id=mid),
-                            max_restarts=restart.max_restarts if restart else 0)
+                            max_restarts=restart.max_restarts if restart else 0,
+                            name=str(name))
         remote = None
         if self._hosts is not None:   # one remote host per point; waits for their agents
             remote = self._hosts.resolve(self._shape.global_ranks())

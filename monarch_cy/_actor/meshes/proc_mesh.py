@@ -153,29 +153,65 @@ class ProcMesh(MeshTrait):
 
     def logging_option(self, stream_to_client: bool = True,
                        aggregate_window_sec: float | None = None,
-                       level: int | None = None) -> Future:
-        """Forward workers' output to this process (default) and optionally aggregate
-        identical lines across ranks over a window of ``aggregate_window_sec``.
+                       level: int = 20) -> Future:
+        """How this mesh's output reaches this process (Monarch's three options).
 
-        Takes effect at once; returns an already-resolved ``Future[None]`` so that
-        Monarch's ``await procs.logging_option(...)`` works (ignoring it is fine).
-        ``level`` is accepted for Monarch's signature and not used: monarch_cy
-        forwards every line the procs write (see docs/monarch-compat.md).
+        ``stream_to_client``: print the procs' lines here (default; they reach each
+        proc's log file and failure tail either way); ``aggregate_window_sec``: hold
+        lines that long and print each distinct line once, with the ranks that wrote
+        it, in Monarch's ``>>> Aggregated Logs`` block (None: print at once;
+        setting it while ``stream_to_client`` is False is a ``ValueError``, as in
+        Monarch); ``level``: the level of the root ``logging`` logger in every proc
+        of the mesh (``logging.INFO`` when a proc starts; 0 to 255).  See
+        docs/observability.md.
+
+        The first two take effect at once.  Returns a ``Future[None]``, resolved once
+        every proc applied ``level`` (at once when it is the mesh's level already),
+        so Monarch's ``await procs.logging_option(...)`` works; ignoring it is fine.
         """
         check_timeout("aggregate_window_sec", aggregate_window_sec, allow_zero=True,
                       allow_none=True)
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise TypeError(f"level must be a logging level (int), not {level!r}")
+        if not 0 <= level <= 255:
+            raise ValueError(f"level must be a logging level between 0 and 255, not "
+                             f"{level!r}")
+        if aggregate_window_sec and not stream_to_client:
+            raise ValueError(f"aggregate_window_sec={aggregate_window_sec!r} needs "
+                             "stream_to_client=True (Monarch: cannot set aggregate "
+                             "window without streaming to client)")
         get_node()
         _state.log_sink().options[self._state.mesh_id] = (bool(stream_to_client),
-                                                  aggregate_window_sec)
-        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
-            raise TypeError(f"level must be a logging level (int), not {level!r}")
-        return Future._resolved(None)
+                                                  aggregate_window_sec or None)
+        st = self._state
+        if getattr(st, "log_level", 20) == level:
+            return Future._resolved(None)
+        st.log_level = level
+        # deferred: import time (the level actor loads with its first use)
+        from monarch_cy._actor.host.logs import LEVEL_NAME, LevelActor
+        setter = getattr(st, "level_actors", None)
+        if setter is None:
+            setter = st.level_actors = self._spawn(LEVEL_NAME, LevelActor, (), {})
+        done = Future._make(None)
+
+        def applied(f):
+            try:
+                f.get()
+            except BaseException as e:  # noqa: BLE001 - handed to the waiter
+                done._set_exception(e)
+            else:
+                done._set_result(None)
+        setter.set_level.call(level).add_done_callback(applied)
+        return done
 
     def flush_logs(self) -> None:
-        """Print aggregated log lines now instead of at the end of the window."""
+        """Read what every local proc wrote so far and print it, held lines
+        (aggregation) included, now; blocks until printed (at most 5 s)."""
+        from monarch_cy._actor.launch.proc_output import drain_all  # deferred: import time
         node = get_node()
         done = Future._make(None)
-        node.call_in_pump(lambda: (_state.log_sink().flush(), done._set_result(None)))
+        node.call_in_pump(lambda: (drain_all(), _state.log_sink().flush(),
+                                   done._set_result(None)))
         done.get(5)
 
     def dump_stacks(self, timeout: float = 30.0) -> Future:
