@@ -286,6 +286,12 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "failure carries (`MeshFailure`, `SupervisionError`, the fault hook's report); "
        "`0`: none. Monarch's `tail_log_lines`. Read by the controller as each proc "
        "starts (docs/observability.md).", minimum=0),
+    _V("MONARCH_CY_KEEP_FAILED_LOGS", "flag", True, USER,
+       "`1`: when a proc failed during the run, the procs' log files (`<run dir>/logs`) "
+       "outlive the run directory, moved to `monarch_cy-logs-<run dir's name>` in the "
+       "system's temporary directory at the controller's exit (or by the run "
+       "directory's reaper if it was killed); `0`: they go with it. Read when the run "
+       "directory is made and at exit.", ),
     _V("MONARCH_CY_RANK", "int", None, INTERNAL,
        "Set by `spawn_procs` in every proc: its rank in the proc mesh.", minimum=0),
     _V("MONARCH_CY_WORLD_SIZE", "int", None, INTERNAL,
@@ -504,6 +510,10 @@ def telemetry() -> bool:
 
 def telemetry_otlp_endpoint() -> str | None:
     return get("MONARCH_CY_TELEMETRY_OTLP_ENDPOINT")
+
+
+def keep_failed_logs() -> bool:
+    return get("MONARCH_CY_KEEP_FAILED_LOGS")
 
 
 def tail_log_lines() -> int:

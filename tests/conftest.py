@@ -13,6 +13,8 @@ import pytest
 # it is named (tests that set fault_hook_skips_seen to False, and the differential
 # tests, whose harness drops every MONARCH_CY_* variable).
 os.environ.setdefault("MONARCH_CY_FAULT_HOOK_SKIPS_SEEN", "1")
+# Sessions with failing procs leave no log folders behind (tests that need them set it).
+os.environ.setdefault("MONARCH_CY_KEEP_FAILED_LOGS", "0")
 
 
 def _fake_runtime_module():

@@ -74,6 +74,20 @@ CELLS = [
     again = procs.spawn("counters2", Counter, 10)
     print("REDEFINED", sorted(again.incr.call(1).get(60).values()))""",
     """\
+    # workers' output, Python's and the fd's, shows in the cell that made the call
+    import os
+
+    class Talker(Actor):
+        @endpoint
+        def talk(self, word):
+            print(f"PY-{word}")
+            os.write(1, f"FD-{word}\\n".encode())
+            return True
+
+    talkers = procs.spawn("talkers", Talker)
+    talkers.talk.call("first").get(60)""",
+    'talkers.talk.call("second").get(60)',
+    """\
     procs.stop().get(30)
     print("STOPPED")""",
 ]
@@ -131,7 +145,10 @@ def test_notebook(tmp_path, monkeypatch):
     assert "RANKS [0, 1]" in outs[5], text
     assert "LAMBDA [130, 130]" in outs[6], text
     assert "REDEFINED [-11, -11]" in outs[7], text
-    assert "STOPPED" in outs[8], text
+    assert "[talkers 0] PY-first" in outs[8] and "[proc 1] FD-first" in outs[8], text
+    assert "[talkers 1] PY-second" in outs[9] and "[proc 0] FD-second" in outs[9], text
+    assert "first" not in outs[9], text
+    assert "STOPPED" in outs[10], text
     assert "ERROR" not in text, text
 
 

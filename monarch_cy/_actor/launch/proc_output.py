@@ -33,9 +33,10 @@ controller's write ends are closed, and the read ends once the proc's children h
 closed theirs too.  The FIFOs are removed then; the log file stays.
 
 The log files go with the run directory: removed when the controller exits, unless
-a proc failed during the run (:func:`note_failure`): then ``<run dir>/logs`` is moved
-to ``<run dir>-logs`` beside it, by the controller's exit or, if the controller was
-killed, by the run directory's reaper (:mod:`.rundir`).
+a proc failed during the run (:func:`note_failure`) and ``MONARCH_CY_KEEP_FAILED_LOGS``
+is on (default): then ``<run dir>/logs`` is moved to
+``$TMPDIR/monarch_cy-logs-<run dir's name>`` by the controller's exit or, if the
+controller was killed, by the run directory's reaper (:mod:`.rundir`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import threading
 from monarch_cy import _config
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.host.logs import SEP, TAG
+from monarch_cy._actor.launch.rundir import kept_logs_dir
 from monarch_cy._log import logger
 
 __all__ = ["ProcOutput", "tail_of", "note_failure", "drain_all", "flush_after_cells",
@@ -259,15 +261,18 @@ def flush_after_cells() -> None:
 
 
 def keep_logs_if_failed(rundir: str) -> None:
-    """At the controller's exit: if a proc failed, move ``<run dir>/logs`` to
-    ``<run dir>-logs`` (the run directory itself is then removed)."""
+    """At the controller's exit: if a proc failed (and ``MONARCH_CY_KEEP_FAILED_LOGS``
+    is on), move ``<run dir>/logs`` to :func:`.rundir.kept_logs_dir` and say where
+    (the run directory itself is then removed)."""
     logs = os.path.join(rundir, LOGS)
-    if not os.path.exists(os.path.join(logs, FAILED)):
+    if not _config.keep_failed_logs() or not os.path.exists(os.path.join(logs, FAILED)):
         return
+    import shutil  # deferred: only at an exit after a failure
+    dest = kept_logs_dir(rundir)
     try:
-        os.rename(logs, rundir + "-logs")
+        shutil.move(logs, dest)
     except OSError as e:
         logger("actor").warning("cannot keep the procs' log files (%s): %s", logs, e)
         return
-    logger("actor").warning("a proc failed: the procs' output is kept in %s-logs",
-                            rundir)
+    logger("actor").warning("a proc failed: its output and its mesh-mates' is kept "
+                            "in %s", dest)

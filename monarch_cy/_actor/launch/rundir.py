@@ -13,6 +13,9 @@ however it dies; the reaper then removes the directory and exits.  The procs
 exit on their own when the controller dies (they watch its pid), whatever the
 start mode, so nothing is left behind.
 
+If a proc failed during the run, the procs' log files (``<run dir>/logs``) are moved
+to :func:`kept_logs_dir` first, by the controller's exit or by the reaper.
+
 The reaper is started once per controller, in the background of the call that
 made the directory; it costs one short-lived process and no work on any path
 the user waits on.
@@ -28,7 +31,7 @@ import tempfile
 from monarch_cy import _config
 from monarch_cy._log import logger
 
-__all__ = ["make_rundir", "base_dir", "reaper_pids"]
+__all__ = ["make_rundir", "base_dir", "reaper_pids", "kept_logs_dir"]
 
 _REAPER = (
     "import os, shutil, signal, sys\n"
@@ -38,6 +41,12 @@ _REAPER = (
     "        pass\n"
     "except OSError:\n"
     "    pass\n"
+    "logs = os.path.join(sys.argv[1], 'logs')\n"
+    "if len(sys.argv) > 2 and os.path.exists(os.path.join(logs, '.failed')):\n"
+    "    try:\n"
+    "        shutil.move(logs, sys.argv[2])\n"
+    "    except OSError:\n"
+    "        pass\n"
     "shutil.rmtree(sys.argv[1], ignore_errors=True)\n"
 )
 
@@ -72,9 +81,10 @@ def make_rundir(prefix: str = "mcy-") -> str:
     """Create the run directory (mode 0700, under :func:`base_dir`) and start its
     reaper; returns the path."""
     path = tempfile.mkdtemp(prefix=prefix, dir=base_dir())
+    keep = [kept_logs_dir(path)] if _config.keep_failed_logs() else []
     try:
         popen = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _REAPER, path], stdin=subprocess.PIPE,
+            [sys.executable, "-I", "-S", "-c", _REAPER, path, *keep], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
             start_new_session=True)
     except OSError as e:     # no room for a process: the directory still works
@@ -83,6 +93,14 @@ def make_rundir(prefix: str = "mcy-") -> str:
         return path
     _reapers.append(popen)
     return path
+
+
+def kept_logs_dir(rundir: str) -> str:
+    """Where the procs' log files of ``rundir`` go when a proc failed
+    (``MONARCH_CY_KEEP_FAILED_LOGS``): ``monarch_cy-logs-<run dir's name>`` in the
+    system's temporary directory (not the run directory's tmpfs)."""
+    return os.path.join(tempfile.gettempdir(),
+                        f"monarch_cy-logs-{os.path.basename(rundir)}")
 
 
 def reaper_pids() -> list:

@@ -180,3 +180,40 @@ def _until(pred, timeout=10.0):
             return True
         time.sleep(0.02)
     return False
+
+
+KEEP_PROGRAM = """
+import sys
+sys.path.insert(0, {actor_tests!r})
+import monarch_cy.actor as api
+from monarch_cy.actor import this_host
+from _actors import Writer
+api.unhandled_fault_hook = lambda failure: None
+pm = this_host().spawn_procs(per_host={{"gpus": 1}}, name="kept")
+w = pm.spawn("w", Writer)
+try:
+    w.last_words.call_one("kept words").get(10)
+except Exception as e:
+    print("FAILED", type(e).__name__)
+pm.stop().get(10)
+"""
+
+
+def test_log_files_outlive_the_run_after_a_failure(tmp_path):
+    """A controller that saw a proc fail keeps the procs' log files at exit, out of
+    its run directory (MONARCH_CY_KEEP_FAILED_LOGS)."""
+    import subprocess
+    import sys
+    from _paths import ACTOR_TESTS
+    env = dict(os.environ, TMPDIR=str(tmp_path), MONARCH_CY_KEEP_FAILED_LOGS="1",
+               MONARCH_CY_FAULT_HOOK_SKIPS_SEEN="0")
+    env.pop("MONARCH_CY_RUN_DIR", None)
+    r = subprocess.run([sys.executable, "-c", KEEP_PROGRAM.format(
+        actor_tests=str(ACTOR_TESTS))], env=env, capture_output=True, text=True,
+        timeout=60)
+    assert "FAILED SupervisionError" in r.stdout, (r.stdout, r.stderr)
+    kept = glob.glob(str(tmp_path / "monarch_cy-logs-*" / "kept-*.0.log"))
+    assert kept, (os.listdir(tmp_path), r.stderr)
+    assert "[w 0] kept words" in open(kept[0]).read()
+    assert "is kept in" in r.stderr
+    assert not glob.glob(str(tmp_path / "mcy-*")), "the run directory stayed"
