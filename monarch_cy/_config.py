@@ -292,6 +292,13 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "system's temporary directory at the controller's exit (or by the run "
        "directory's reaper if it was killed); `0`: they go with it. Read when the run "
        "directory is made and at exit.", ),
+
+
+    _V("MONARCH_CY_DEBUG_CONSOLE", "choice", "auto", USER,
+       "Where the `monarch_dbg>` prompt opens when an actor pauses at `breakpoint()`: "
+       "`auto`, on the controller's terminal when its stdin and stdout are terminals; "
+       "`off`, never there (attach with `monarch-cy debug`). Read at each first pause.",
+       choices=("auto", "off"), noun="a mode"),
     _V("MONARCH_CY_RANK", "int", None, INTERNAL,
        "Set by `spawn_procs` in every proc: its rank in the proc mesh.", minimum=0),
     _V("MONARCH_CY_WORLD_SIZE", "int", None, INTERNAL,
@@ -518,6 +525,10 @@ def keep_failed_logs() -> bool:
 
 def tail_log_lines() -> int:
     return get("MONARCH_CY_TAIL_LOG_LINES")
+
+
+def debug_console() -> str:
+    return get("MONARCH_CY_DEBUG_CONSOLE")
 
 
 def rank() -> int | None:

@@ -10,8 +10,9 @@ the worker's, or both.  A new kind gets its handler here and nowhere else.
   controller's handlers; torn down at interpreter
   exit (failures nobody handled yet reach the fault hook, every proc mesh still
   running is stopped, every child reaped, the run directory removed).
-* :func:`install_worker` — a worker's handlers, log forwarding and watch of the
-  controller (from :mod:`.bootstrap`).
+* :func:`install_worker` — a worker's handlers, log forwarding, watch of the
+  controller and ``breakpoint()`` hook (:mod:`monarch_cy._debug.hook`; from
+  :mod:`.bootstrap`).
 * :data:`WORKER_MODULES` — what the fork server imports once before it forks
   workers: every module that holds a worker handler, plus what workers need before
   they serve.
@@ -30,6 +31,7 @@ import shutil
 
 from monarch_cy._errors import ActorError
 from monarch_cy._telemetry import runtime as telemetry_runtime
+from monarch_cy._debug import hook as debug_hook
 from monarch_cy._actor.base import client_faults, state as _state
 from monarch_cy._actor.base.addresses import listen_port, transport
 from monarch_cy._actor.cast import heartbeat as heartbeat_tree, spawn as spawn_tree, \
@@ -142,14 +144,15 @@ def _shutdown(node) -> None:
 def install_worker(node, cfg: dict) -> None:
     """A worker's node is ready: its handlers, its fan-out inbox (the nogil
     forwarder of casts down the tree), the named-controller registry's address, its
-    output forwarded to the controller, and its exit when the controller's process
-    ends."""
+    output forwarded to the controller, its exit when the controller's process
+    ends, and ``breakpoint()`` reaching the controller's debugger."""
     node.controller_addr = cfg["controller"]
     node.handlers.update(WORKER_HANDLERS)
     node.open_fanout()       # casts pass through this proc without its GIL (cast/tree.py)
     controllers.set_address(cfg.get("cc_addr"))
     logs.install_forwarding(node, cfg)
     node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
+    debug_hook.install()            # breakpoint() pauses under the remote debugger
     _telemetry_at_start()
 
 

@@ -29,6 +29,9 @@ from monarch_cy._actor.model.endpoint import (Accumulator, Endpoint, as_endpoint
 from monarch_cy._actor.model.ports import Channel, Port, PortReceiver
 from monarch_cy._telemetry.api import get_meter, span, traced
 
+
+from monarch_cy._debug.controller import debug_controller
+
 __all__ = [
     "Accumulator",
     "Actor",
@@ -59,6 +62,7 @@ __all__ = [
     "current_actor_name",
     "current_rank",
     "current_size",
+    "debug_controller",
     "default_bootstrap_cmd",
     "enable_transport",
     "endpoint",
