@@ -257,6 +257,8 @@ class Console:
         try:
             with cond:
                 start = {id(s): s.reads for s in held}
+                for s in held:
+                    s.unseen.clear()            # shown: only what the command prints
             for s in held:
                 for line in lines:
                     self.sessions.send(s, line)

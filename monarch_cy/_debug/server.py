@@ -105,6 +105,10 @@ class DebugServer:
         host, port = bind_address()
         self.sock.bind(f"tcp://{host}:{port or '*'}")
         self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        # A peer with another secret fails the CURVE handshake before ZAP: seen here.
+        self.monitor = self.sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL |
+            zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.bind(_OUT)
         self._tls = threading.local()
@@ -135,13 +139,17 @@ class DebugServer:
     def _serve(self) -> None:
         import zmq
         poller = zmq.Poller()
-        for s in (self.zap, self.sock, self.pull):
+        from zmq.utils.monitor import recv_monitor_message
+        for s in (self.zap, self.sock, self.pull, self.monitor):
             poller.register(s, zmq.POLLIN)
         while True:
             try:
                 events = dict(poller.poll(1000))
             except zmq.ZMQError:
                 return
+            if self.monitor in events:
+                recv_monitor_message(self.monitor)
+                self._refused(f"a peer of {self.address}")
             if self.zap in events:
                 self.keys.handle_zap(self.zap, self._refused)
             while self.pull in events:
