@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     from monarch_cy._train.cli import add_parser as add_train
 
     add_train(sub, epilog=_EPILOG)
-    from monarch_cy._debug.cli import add_parser as add_debug; add_debug(sub)  # noqa: E702
+    from monarch_cy._debug.cli import add_parser as add_debug  # `monarch-cy debug`
+    add_debug(sub)
     return parser
 
 

@@ -76,7 +76,8 @@ def test_every_option_has_help_and_shows_its_default(monkeypatch):
             assert "(default" in shown, f"{name} {opt}: --help does not show the default"
             if a.default not in (None, []):
                 assert f"(default: {a.default})" in text, f"{name} {opt}: default {a.default!r} missing"
-    assert names == ["monarch-cy", "monarch-cy info", "monarch-cy stacks", "monarch-cy train"]
+    assert names == ["monarch-cy", "monarch-cy info", "monarch-cy stacks", "monarch-cy train",
+                     "monarch-cy debug"]
 
 
 def test_help_exits_0_and_lists_exit_codes(capsys):

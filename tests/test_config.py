@@ -58,6 +58,7 @@ ACCESSORS = {
                                       "http://c:4318"),
     _config.tail_log_lines: ("TAIL_LOG_LINES", 20, " 5 ", 5),
     _config.keep_failed_logs: ("KEEP_FAILED_LOGS", True, "0", False),
+    _config.debug_console: ("DEBUG_CONSOLE", "auto", " OFF ", "off"),
     _config.rank: ("RANK", None, "5", 5),
     _config.world_size: ("WORLD_SIZE", None, "8", 8),
 }

@@ -50,11 +50,12 @@ def add_parser(sub, epilog: str = "") -> None:
                    help="the job's debug server port (default $MONARCH_DEBUG_SERVER_PORT, "
                         "else the job found on this machine)")
     p.add_argument("--job", type=int, default=None, metavar="PID",
-                   help="the controller's pid, when several jobs of yours run here")
+                   help="the controller's pid, when several jobs of yours run here "
+                        "(default: the only one)")
     p.add_argument("--secret-file", default=None, metavar="PATH",
-                   help="file with the job secret (64 hex digits); default "
+                   help="file with the job secret (64 hex digits) (default "
                         "$MONARCH_CY_JOB_SECRET_FILE, $MONARCH_CY_JOB_SECRET, or the "
-                        "local job's own")
+                        "local job's own)")
     p.set_defaults(func=run)
 
 

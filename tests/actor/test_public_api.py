@@ -16,6 +16,7 @@ EXPECTED = {
     "start_worker_loop_forever",
     "returns_future", "as_endpoint", "enable_transport", "ChannelTransport",
     "get_meter", "span", "traced",
+    "debug_controller",
 }
 
 
@@ -27,7 +28,8 @@ def test_public_names_complete():
         assert getattr(obj, "__module__", "monarch_cy._actor").startswith(
             ("monarch_cy._actor", "monarch_cy._hosts", "monarch_cy.errors",
              "monarch_cy._config_api",    # ChannelTransport: monarch.config's too
-             "monarch_cy._telemetry"))    # get_meter, span, traced: monarch.actor's too
+             "monarch_cy._telemetry",     # get_meter, span, traced: monarch.actor's too
+             "monarch_cy._debug"))        # debug_controller
     public = {n for n in vars(api) if not n.startswith("_")}
     assert public == EXPECTED
 
