@@ -17,7 +17,8 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monarch_exa
 # file -> git blob id of the copied file (its README's table)
 BLOBS = {"ping_pong.py": "0fa0561172e487089d476cf2a4ca4336916416a0",
          "grpo_yield.py": "41e8fee9563a8790a6aadb178957c6c8e13605ac",
-         "grpo_actor.py": "a1c2de9aad34d35225238a636c1b0306037f5882"}
+         "grpo_actor.py": "a1c2de9aad34d35225238a636c1b0306037f5882",
+         "debugging.py": "11c7ed6893240174f5954464efd1d40d6add6867"}     # driven through a terminal: tests/debug
 
 PING_PONG = (
     [f"Identity: {r}, msg='hey there, from script!!'" for r in range(4)]

@@ -242,3 +242,50 @@ def test_no_job_serves_a_debugger(tmp_path):
         assert d.exitstatus == 1
     finally:
         _close(d)
+
+
+def test_monarchs_debugging_example_under_compat(tmp_path):
+    """Monarch's docs example, unchanged (tests/compat/monarch_examples): 16 ranks
+    pause; attach, step into the helper, print, detach; cast by ranks and by
+    dimensions; continue.  Ranks 2, 6, 10, 14 then raise ValueError('bad rank'),
+    which fails the call, as in Monarch once its post-mortem session is continued."""
+    example = ROOT / "tests" / "compat" / "monarch_examples" / "debugging.py"
+    c = _spawn(["-m", "monarch_cy.compat", str(example)], _env(tmp_path), cwd=str(tmp_path))
+    try:
+        c.expect(PROMPT)
+        for _ in range(120):
+            c.sendline("list")
+            c.expect(PROMPT)
+            if "| 15 " in c.before:
+                break
+            c.expect(pexpect.TIMEOUT, timeout=0.5)
+        rows = [ln for ln in c.before.splitlines() if ln.startswith("| debugee")]
+        assert [int(r.split("|")[2]) for r in rows] == list(range(16)), c.before
+        assert "{'host': 3, 'gpu': 1}" in rows[13]
+        c.sendline("attach debugee 13")
+        c.expect(r"-> return _debugee_actor_internal\(rank\)")
+        c.expect(PDB)
+        c.sendline("s")
+        c.expect("--Call--")
+        c.expect(PDB)
+        c.sendline("n")
+        c.expect(r"-> if rank % 4 == 0:")
+        c.expect(PDB)
+        c.sendline("rank")
+        c.expect(r"\r\n13\r\n")
+        c.expect(PDB)
+        c.sendline("detach")
+        c.expect(PROMPT)
+        c.sendline("cast debugee ranks(0,1) n")
+        c.expect(r"\[debugee 0\] > .*\(61\)to_debug\(\)->1")
+        c.expect(r"\[debugee 1\] > .*\(61\)to_debug\(\)->3")
+        c.expect(PROMPT)
+        c.sendline("cast debugee ranks(host=2:4, gpu=1:3) p rank")
+        for r in (9, 10, 13, 14):
+            c.expect(rf"\[debugee {r}\] {r}\r\n")
+        c.expect(PROMPT)
+        c.sendline("continue")
+        c.expect("ValueError: bad rank")
+        c.expect(pexpect.EOF)
+    finally:
+        _close(c)
