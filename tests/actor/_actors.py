@@ -659,3 +659,37 @@ class Writer(Actor):
         sys.stdout.write("no newline at the end")
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Marker(Actor):
+    """Writes ``<out>/<tag>.cleanup`` in its ``__cleanup__``."""
+
+    def __init__(self, out: str, tag: str) -> None:
+        self.out, self.tag = out, tag
+
+    @endpoint
+    def ok(self) -> str:
+        return self.tag
+
+    def __cleanup__(self, exc) -> None:
+        with open(os.path.join(self.out, f"{self.tag}.cleanup"), "w") as f:
+            f.write(repr(exc))
+
+
+class MarkerOwner(Marker):
+    """A Marker that spawns child Markers in its own proc and on a given proc mesh."""
+
+    def __init__(self, out: str, tag: str) -> None:
+        super().__init__(out, tag)
+        self.kids = []
+
+    @endpoint
+    def spawn_child(self, tag: str, procs=None, grandchild: bool = False):
+        from monarch_cy.actor import this_proc
+        where = procs if procs is not None else this_proc()
+        cls = MarkerOwner if grandchild else Marker
+        kid = where.spawn(tag, cls, self.out, tag)
+        self.kids.append(kid)
+        if grandchild:
+            kid.spawn_child.call_one(tag + "_grand").get()
+        return kid

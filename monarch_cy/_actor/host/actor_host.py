@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 import traceback
 from collections import deque
 
@@ -139,6 +140,7 @@ class ActorHost:
         self.owner = owner
         self.failed = None          # SupervisionError answered to every call once set
         self.cleaned = threading.Event()    # __cleanup__ ran (or there is none)
+        self.children = []       # actor meshes it spawned: stopped before it stops
         self.stopped = threading.Event()    # stopped: instance dropped, tasks ended
         self._seen_sent = False
         self._bad_records = 0       # malformed messages dropped
@@ -448,6 +450,33 @@ class ActorHost:
             _log.error("actor %s: cannot report its failure (%s):\n%s",
                        self.inst.actor_id, e, failure.report())
 
+    def _stop_children(self) -> None:
+        """Stop the actor meshes this actor spawned, and wait (at most
+        ``supervise_timeout()`` in all) until they have: a stopped actor's
+        descendants stop first, as Monarch's do.  Runs in a thread of its own (an
+        async actor's loop, blocked here, must not be where the replies land)."""
+        if not self.children:
+            return
+        t = threading.Thread(target=self._stop_children_now, daemon=True,
+                             name=f"monarch_cy-stop-children-{self.name}")
+        t.start()
+        t.join(supervise_timeout() + 1.0)
+
+    def _stop_children_now(self) -> None:
+        kids, self.children = self.children, []
+        futs = []
+        for mesh in kids:
+            try:
+                futs.append(mesh.stop(f"its owner {self.inst.actor_id} stopped"))
+            except Exception:  # noqa: BLE001 - already stopped, or its procs are
+                pass
+        deadline = time.monotonic() + supervise_timeout()
+        for f in futs:
+            try:
+                f._wait(max(0.0, deadline - time.monotonic()))
+            except Exception as e:  # noqa: BLE001 - a child that failed is stopped too
+                _log.debug("actor %s: stopping a child mesh: %s", self.inst.actor_id, e)
+
     def _cleanup(self, exc) -> None:
         try:
             fn = getattr(type(self.actor), "__cleanup__", None) if self.actor is not None \
@@ -493,6 +522,7 @@ class ActorHost:
             what = "stopped by client" if method == "__stop__" else \
                 _mesh_stop_text(self.node.decode(data, extras)[0][0])
             self.failed = MeshStoppedError(self.name, self.rank.rank, what, who=self.who)
+            self._stop_children()
             self._cleanup(None)
             if loop is not None:
                 # Async endpoints still running are cancelled (their callers get

@@ -138,8 +138,12 @@ class ProcMesh(MeshTrait):
                                          ext.labels, ext.sizes, where))
             for g, (addr, _) in where.items():
                 _state.ACTOR_HOME[addr] = (st, g)
-        return ActorMesh(name, cls, eps, plain, addrs, keys,
+        mesh = ActorMesh(name, cls, eps, plain, addrs, keys,
                          Shape.dense(ext.labels, ext.sizes), st)
+        spawner = _state.HOSTS.get(context().actor_instance.addr)
+        if spawner is not None:
+            spawner.children.append(mesh)    # stopped with its owner (as Monarch's)
+        return mesh
 
     @property
     def initialized(self) -> Future:

@@ -25,3 +25,30 @@ def test_stopped_proc_runs_atexit_and_finalizes_module_globals(tmp_path, monkeyp
     want = sorted([f"atexit.{p}" for p in pids] + [f"del.{p}" for p in pids])
     assert sorted(os.listdir(tmp_path)) == want
     assert took < 5, f"stop took {took:.2f} s"
+
+
+def test_stopping_an_actor_stops_the_meshes_it_spawned_first(tmp_path):
+    """As Monarch's: an actor's descendants (children in its proc or on other procs,
+    grandchildren) stop, their ``__cleanup__`` running, before its own does; calls
+    to them then fail at once instead of reaching a live actor."""
+    from _actors import MarkerOwner
+    from monarch_cy.actor import MeshStoppedError
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    other = this_host().spawn_procs(per_host={"gpus": 1})
+    parent = pm.spawn("parent", MarkerOwner, str(tmp_path), "parent")
+    near = parent.slice(gpus=0).spawn_child.call_one("near", None, True).get(30)
+    far = parent.slice(gpus=0).spawn_child.call_one("far", other).get(30)
+    assert near.ok.call_one().get(10) == "near" and far.ok.call().get(10).item(gpus=0) == "far"
+    parent.stop().get(30)
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["far.cleanup", "near.cleanup", "near_grand.cleanup",
+                     "parent.cleanup"], names
+    # descendants first: the parent's cleanup is the last written
+    mtimes = {n: os.stat(tmp_path / n).st_mtime_ns for n in names}
+    assert max(mtimes, key=mtimes.get) == "parent.cleanup", mtimes
+    with pytest.raises(MeshStoppedError):
+        near.ok.call_one().get(10)
+    with pytest.raises(MeshStoppedError):
+        far.ok.call().get(10)
+    pm.stop().get(20)
+    other.stop().get(20)

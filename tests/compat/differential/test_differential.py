@@ -81,6 +81,11 @@ SCENARIOS = [
         "'<root>.<__main__.A a{...}>' where Monarch prints its internal address; "
         "Monarch's hook also sees the call after stop as an undeliverable message")),
     pytest.param("mesh_text.py", (), (), id="mesh_text"),
+    pytest.param("nested_stop.py", (), (), id="nested_stop", marks=_disagrees(
+        "stopping a parent stops the mesh it spawned first (both __cleanup__s run) as "
+        "in Monarch; a later call to the stopped child raises MeshStoppedError at "
+        "once where Monarch's hangs until the caller's timeout and calls the hook "
+        "with an undeliverable message")),
 ]
 
 
