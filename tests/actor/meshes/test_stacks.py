@@ -27,7 +27,8 @@ def stuck():
     """3 procs: rank 0 spins in Python, rank 1 holds the GIL in C (8 s), rank 2 sleeps
     in C; the calls are left running.  Yields (proc mesh, the calls' futures)."""
     from _stuck_actors import Stuck
-    pm = this_host().spawn_procs(per_host={"gpus": 3})
+    # a name of its own: other tests of the session may hold meshes named "procs"
+    pm = this_host().spawn_procs(per_host={"gpus": 3}, name="stuckprocs")
     m = pm.spawn("stuck", Stuck)
     calls = [m.slice(gpus=0).spin_forever.call(), m.slice(gpus=1).hold_gil_in_c.call(8.0),
              m.slice(gpus=2).sleep_in_c.call(60.0)]
@@ -62,7 +63,7 @@ def test_dump_stacks_shows_each_ranks_stuck_endpoint(stuck):
     assert gil.frames[0].name == GIL and gil.frames[0].filename.endswith("_stuck_actors.py")
     assert stacks.item(gpus=1) is values[1]
     text = str(values[0])
-    assert text.startswith("--- procs rank 0 (pid ") and SPIN in text
+    assert text.startswith("--- stuckprocs rank 0 (pid ") and SPIN in text
     # nothing was killed or interrupted: the calls are still running
     assert not any(c.done() for c in calls)
     # a slice keeps each proc's rank in its proc mesh
@@ -95,23 +96,23 @@ def test_stacks_command_from_a_second_process_prints_them_by_rank(stuck):
     out = r.stdout
     assert f"controller pid {os.getpid()}" in out
     for rank, want in enumerate((SPIN, GIL, SLEEP)):
-        head = f"--- procs rank {rank} (pid "
+        head = f"--- stuckprocs rank {rank} (pid "
         assert head in out, out
         block = out.split(head, 1)[1].split("\n--- ", 1)[0]
         assert want in block, block
     assert "--- controller rank 0" in out
     # by the controller's pid, one rank, as JSON
-    r = _cli("--job", str(os.getpid()), "--mesh", "procs", "--rank", "1", "--json")
+    r = _cli("--job", str(os.getpid()), "--mesh", "stuckprocs", "--rank", "1", "--json")
     assert r.returncode == 0, r.stderr
     (doc,) = json.loads(r.stdout)
-    assert doc["rank"] == 1 and doc["label"] == "procs"
+    assert doc["rank"] == 1 and doc["label"] == "stuckprocs"
     assert any(f["name"] == GIL for t in doc["threads"] for f in t["frames"])
     # an unknown rank names the ranks that exist
-    r = _cli("--job", rundir, "--mesh", "procs", "--rank", "7")
+    r = _cli("--job", rundir, "--mesh", "stuckprocs", "--rank", "7")
     assert r.returncode == 2 and r.stdout == ""
-    assert "--rank 7: no such rank" in r.stderr and "'procs': 0-2" in r.stderr, r.stderr
+    assert "--rank 7: no such rank" in r.stderr and "'stuckprocs': 0-2" in r.stderr, r.stderr
     r = _cli("--job", rundir, "--mesh", "nope")
-    assert r.returncode == 2 and "'procs'" in r.stderr, r.stderr
+    assert r.returncode == 2 and "'stuckprocs'" in r.stderr, r.stderr
     assert not any(c.done() for c in calls)          # still running: nothing killed
 
 
