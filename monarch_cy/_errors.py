@@ -298,12 +298,15 @@ class SupervisionError(MonarchCyError, RuntimeError):
     """
 
     def __init__(self, actor: str, rank, cause: str, endpoint: str | None = None,
-                 who: str | None = None) -> None:
+                 who: str | None = None, during: str | None = None) -> None:
         self.actor = str(actor)
         self.rank = rank
         self.cause = str(cause)
         self.who = str(who) if who else (f"{self.actor}[{self.rank}]"
                                           if self.rank is not None else self.actor)
+        # the report of the failure this one happened while handling (Monarch's
+        # "This error occurred while handling another failure:"), or None
+        self.during = None if during is None else str(during)
         super().__init__(self._text(), endpoint)
         self.endpoint = endpoint
 
@@ -316,8 +319,12 @@ class SupervisionError(MonarchCyError, RuntimeError):
         self.args = (self.args[0] if self.args else self._text(), value)
 
     def _text(self) -> str:
-        return f"The actor {self.who} and all its descendants have failed:\n" \
+        text = f"The actor {self.who} and all its descendants have failed:\n" \
                f"{_indent(self.cause)}"
+        if self.during is not None:
+            text += f"\nThis error occurred while handling another failure:\n" \
+                    f"{_indent(self.during)}\n"
+        return text
 
     def __str__(self) -> str:
         body = self.args[0] if self.args else self._text()
@@ -325,7 +332,8 @@ class SupervisionError(MonarchCyError, RuntimeError):
         return f"Endpoint call {ep} failed, {body}" if ep else body
 
     def __reduce__(self):
-        return (type(self), (self.actor, self.rank, self.cause, self.endpoint, self.who))
+        return (type(self), (self.actor, self.rank, self.cause, self.endpoint, self.who,
+                             self.during))
 
 
 class MeshStoppedError(SupervisionError):

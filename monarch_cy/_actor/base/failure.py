@@ -22,9 +22,12 @@ class MeshFailure:
     event: actor <who> failed: ...)``.  Ours besides: ``ranks`` (tuple of failed
     ranks: the actor's rank in its mesh, or the proc's rank in its proc mesh;
     ``crashed_ranks`` is the same as a list), ``rank`` (the first), ``cause`` (the
-    reason: exit status, signal, the remote traceback), ``kind`` (``"proc"`` or
-    ``"actor"``), ``details`` (more lines for the report), ``children`` (the unhandled
-    child failures that caused this one, in the report too).  Picklable.
+    reason: exit status, signal, the remote traceback), ``kind`` (``"proc"``,
+    ``"actor"``, ``"unhandled"``: an actor that failed because it did not handle
+    its child's failure, ``children[0]``, so its ``report()`` is the child's, as
+    Monarch's; or ``"raised"``: its ``__supervise__`` raised ``cause`` while handling
+    ``children[0]``), ``details`` (more lines for the report), ``children`` (the
+    unhandled child failures that caused this one), :meth:`root`.  Picklable.
     """
 
     __slots__ = ("mesh_name", "ranks", "cause", "kind", "details", "children", "addrs",
@@ -64,15 +67,43 @@ class MeshFailure:
             out += "\n  caused by: " + c.report().replace("\n", "\n  ")
         return out
 
+    def root(self) -> "MeshFailure":
+        """The failure at the bottom of the chain: this one, or, for an actor that
+        failed because it did not handle a child's failure (``kind ==
+        "unhandled"``), that child's root."""
+        f = self
+        while f.kind == "unhandled" and f.children:
+            f = f.children[0]
+        return f
+
     def report(self) -> str:
-        """The user-readable report (Monarch's wording)."""
-        return f"The actor {self.who} and all its descendants have failed:\n" \
-               f"{self._cause_lines()}"
+        """The user-readable report (Monarch's wording): the root failure's actor and
+        cause (an owner that did not handle its child's failure reports the child's,
+        as Monarch's does)."""
+        if self.kind == "raised" and self.children:
+            return self.error()._text()
+        r = self.root()
+        return f"The actor {r.who} and all its descendants have failed:\n" \
+               f"{r._cause_lines()}"
+
+    def _event(self) -> str:
+        """Monarch's "Supervision event: ..." text of this failure."""
+        if self.kind == "unhandled" and self.children:
+            return (f"Supervision event: actor {self.who} failed because it did not "
+                    f"handle a supervision event from its child. The child's event "
+                    f"was:\n{_indent(self.children[0]._event())}")
+        if self.kind == "raised" and self.children:
+            return (f"Supervision event: actor {self.who} failed:\n{_indent(self.cause)}"
+                    f"\nThis error occurred while handling a supervision event from "
+                    f"its child. The event was:\n{_indent(self.children[0]._event())}")
+        end = "\n" if self.cause.endswith("\n") and not self.details else ""
+        return f"Supervision event: actor {self.who} failed:\n{self._cause_lines()}{end}"
 
     def __str__(self) -> str:
+        event = self._event()
+        end = "\n" if self.kind in ("unhandled", "raised") and self.children else ""
         return (f"MeshFailure(mesh_name={self.mesh_name}, crashed_ranks="
-                f"{list(self.ranks)}, event=Supervision event: actor {self.who} "
-                f"failed:\n{self._cause_lines()})")
+                f"{list(self.ranks)}, event={event}{end})")
 
     __repr__ = __str__
 
@@ -81,16 +112,24 @@ class MeshFailure:
                               self.details, self.children, self.addrs, self.who))
 
     def error(self) -> SupervisionError:
-        """This failure as a :class:`SupervisionError` (actor, first rank, cause)."""
-        return SupervisionError(self.mesh_name, self.rank, self._cause_lines()[2:],
-                                who=self.who)
+        """This failure as a :class:`SupervisionError`: this mesh and rank, and (as
+        Monarch's) the root failure's actor and cause."""
+        if self.kind == "raised" and self.children:
+            return SupervisionError(self.mesh_name, self.rank, self.cause, who=self.who,
+                                    during=self.children[0].report())
+        r = self.root()
+        cause = r.cause + (("\n" if not r.cause.endswith("\n") else "") + r.details
+                           if r.details else "")
+        return SupervisionError(self.mesh_name, self.rank, cause, who=r.who)
 
 
 def actor_who(cls_path: str, mesh_name: str, point, owner: str = "<root>") -> str:
     """How Monarch names one actor in failure texts: ``<root>.<module.Class
-    name{'gpus': 1/2}>`` (``point`` is the actor's :class:`Point` in its mesh; an
-    actor spawned by another actor gets that actor's name, ``owner``, in front)."""
-    return f"{owner}.<{cls_path} {mesh_name}{point!r}>"
+    name{'gpus': 1/2}>`` (``point`` is the actor's :class:`Point` in its mesh, left
+    out when the mesh has no dimensions; an actor spawned by another actor gets
+    that actor's name, ``owner``, in front instead of ``<root>``)."""
+    where = repr(point) if len(point) else ""
+    return f"{owner}.<{cls_path} {mesh_name}{where}>"
 
 
 def with_tail(cause: str, lines) -> str:

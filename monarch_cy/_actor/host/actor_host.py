@@ -43,7 +43,7 @@ from monarch_cy._errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._log import logger
 from monarch_cy._telemetry.runtime import instruments as _telemetry
 from monarch_cy._actor.base import state as _state
-from monarch_cy._actor.base.failure import MeshFailure
+from monarch_cy._actor.base.failure import MeshFailure, actor_who
 from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.host import proc_setup, traced_endpoints
 from monarch_cy._actor.host.supervise_call import call_with_timeout, supervise_timeout
@@ -179,7 +179,8 @@ class ActorHost:
             with _DECODE_LOCK:
                 cls, args, kwargs = node.decode(*self._frames)
             self._frames = None
-            self.who = f"<root>.<{cls.__module__}.{cls.__qualname__} {self.name}{self.rank}>"
+            self.who = actor_who(f"{cls.__module__}.{cls.__qualname__}", self.name,
+                                 self.rank, self._owner_who())
             eps, _ = endpoint_table(cls)
             interleave = getattr(cls, "_mcy_interleave", False)
             for ep_name, (explicit, asy) in eps.items():
@@ -425,15 +426,27 @@ class ActorHost:
         post_to(self.node, self.addr, method, payload)
 
     def _die(self, cause: str, exc, details: str = "", cleanup: bool = True,
-             children=()) -> None:
-        """This actor fails: ``__cleanup__(exc)``, then its owner hears of it."""
+             children=(), kind: str = "actor") -> None:
+        """This actor fails: ``__cleanup__(exc)``, then its owner hears of it.
+        ``kind="unhandled"``: it failed because it did not handle its child's
+        failure (``children[0]``); its callers then get the child's failure, named
+        as the child, as Monarch's do."""
         if self.failed is not None:
             return
-        self.failed = SupervisionError(self.name, self.rank.rank, cause, who=self.who)
+        failure = MeshFailure(self.name, (self.rank.rank,), cause, kind, details,
+                              children, (self.addr,), self.who)
+        self.failed = failure.error() if kind in ("unhandled", "raised") else \
+            SupervisionError(self.name, self.rank.rank, cause, who=self.who)
         if cleanup:
             self._cleanup(exc)
-        self._report(MeshFailure(self.name, (self.rank.rank,), cause, "actor", details,
-                                 children, (self.addr,), self.who))
+        self._report(failure)
+
+    def _owner_who(self) -> str:
+        """The name of the actor that spawned this one, when it runs in this proc
+        (Monarch's failure texts chain them); else ``<root>``."""
+        owner = self.owner
+        up = HOSTS.get(owner[1]) if owner and owner[0] == "actor" else None
+        return up.who if up is not None and up.who else "<root>"
 
     def _report(self, failure) -> None:
         owner = self.owner or ("client", getattr(self.node, "controller_addr", None)
@@ -548,7 +561,12 @@ class ActorHost:
                                           self.inst)
             if ok and v:
                 return
+            if not ok and not isinstance(v, TimeoutError):
+                # Monarch's: the owner fails with what its __supervise__ raised,
+                # "while handling" the child's failure
+                self._die(_one_line(v), None, "", children=(failure,), kind="raised")
+                return
             why = (f"__supervise__ returned {v!r}" if ok else
                    f"__supervise__ raised {_one_line(v)}")
         self._die(f"unhandled failure of child mesh {failure.mesh_name!r} ({why})",
-                  None, "", children=(failure,))
+                  None, "", children=(failure,), kind="unhandled")

@@ -147,8 +147,11 @@ def reference_unavailable() -> str | None:
 def _env(system: str) -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTHON", "MONARCH_CY_", "PYTEST_"))}
+    # The scenarios' shared helpers (scenarios/_obs.py) import in every process of
+    # either system, workers included (an actor's code may name them).
+    env["PYTHONPATH"] = SCENARIOS
     if system == "monarch_cy":
-        env["PYTHONPATH"] = ROOT
+        env["PYTHONPATH"] = ROOT + os.pathsep + SCENARIOS
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

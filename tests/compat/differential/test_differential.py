@@ -33,15 +33,13 @@ SCENARIOS = [
     pytest.param("endpoint_exception.py", (), (), id="endpoint_exception"),
     pytest.param("base_exception.py", ("systemexit",), (), id="base_exception-SystemExit",
                  marks=_disagrees(
-        "the outcome agrees (the actor fails, its owner's __supervise__ runs once, "
-        "the owner lives on) and so do the texts but for the failed actor's name: a"
-        " nested actor is '<root>.<__main__.Child child{}>' where Monarch says "
-        "'<root>.<__main__.Parent parent{...}>.<__main__.Child child>', and "
+        "the outcome and every text agree (the actor fails, its owner's __supervise__"
+        " runs once, the owner lives on; the nested actor is named "
+        "'<root>.<__main__.Parent parent{...}>.<__main__.Child child>') but one: "
         "MeshFailure.mesh_name is 'child' (Monarch: 'child-<random id>')")),
     pytest.param("base_exception.py", ("keyboardinterrupt",), (),
                  id="base_exception-KeyboardInterrupt", marks=_disagrees(
-        "as base_exception-SystemExit: only the nested actor's name and mesh_name "
-        "differ")),
+        "as base_exception-SystemExit: only MeshFailure.mesh_name differs")),
     pytest.param("proc_death.py", (), (), id="proc_death-exit-segv-kill", marks=_disagrees(
         "the calls' texts and the hook's failures agree (one per actor mesh on the dead"
         " proc, named '<root>.<__main__.A a_exit{'gpus': 1/2}>'), but for three things:"
@@ -53,14 +51,18 @@ SCENARIOS = [
     pytest.param("supervise_result.py", ("true",), (), id="supervise_returns_true"),
     pytest.param("supervise_result.py", ("false",), (), id="supervise_returns_false",
                  marks=_disagrees(
-        "the outcome agrees (parent fails, client hook runs); the nested actor's "
-        "name and mesh_name differ as in base_exception, and Monarch's hook is also"
-        " called for each later call to the dead parent (undeliverable message, "
-        "mesh_name '<none>'), monarch_cy's is not")),
+        "the outcome and the texts agree (the parent fails; its callers get the "
+        "child's failure, named as the child; the hook's failure 'failed because it "
+        "did not handle a supervision event from its child') but two things: "
+        "MeshFailure.mesh_name ('parent'; Monarch: 'parent-<random id>'), and "
+        "Monarch's hook is also called for each later call to the dead parent "
+        "(undeliverable message, mesh_name '<none>'), monarch_cy's is not")),
     pytest.param("supervise_result.py", ("raise",), (), id="supervise_raises",
                  marks=_disagrees(
-        "as supervise_returns_false; Monarch's texts add 'RuntimeError: supervise "
-        "raised' and 'This error occurred while handling another failure:'")),
+        "as supervise_returns_false, with Monarch's texts for a __supervise__ that "
+        "raised ('RuntimeError: supervise raised', 'This error occurred while "
+        "handling another failure:'): only mesh_name and the undeliverable-message "
+        "hook calls differ")),
     pytest.param("dispatch_order.py", (), (), id="dispatch_order"),
     pytest.param("explicit_port.py", (), (), id="explicit_port", marks=_disagrees(
         "the outcome and the caller's texts agree (an exception in an explicit-port"
