@@ -321,6 +321,8 @@ class SupervisionError(MonarchCyError, RuntimeError):
     def _text(self) -> str:
         text = f"The actor {self.who} and all its descendants have failed:\n" \
                f"{_indent(self.cause)}"
+        if self.cause.endswith("\n"):
+            text += "\n"            # a traceback's last newline stays, as Monarch's
         if self.during is not None:
             text += f"\nThis error occurred while handling another failure:\n" \
                     f"{_indent(self.during)}\n"

@@ -113,14 +113,19 @@ cdef extern from "<sys/eventfd.h>" nogil:
 cdef extern from "<sys/mman.h>" nogil:
     void *mmap(void *, size_t, int, int, int, long)
     int munmap(void *, size_t)
-    int memfd_create(const char *, unsigned int)
-    int PROT_READ, MAP_PRIVATE, MFD_CLOEXEC
+    int PROT_READ, MAP_PRIVATE
     void *MAP_FAILED
 
-cdef extern from "<sys/random.h>" nogil:
-    ssize_t getrandom(void *, size_t, unsigned int)
+# memfd_create and getrandom through syscall(2): their glibc wrappers (2.27, 2.25) are
+# newer than the manylinux_2_17 baseline the wheels promise; the kernel calls are not.
+cdef extern from "<sys/syscall.h>" nogil:
+    long SYS_memfd_create, SYS_getrandom
+
+cdef extern from "<linux/memfd.h>" nogil:
+    unsigned int MFD_CLOEXEC
 
 cdef extern from "<unistd.h>" nogil:
+    long syscall(long, ...)
     int close(int)
     ssize_t read(int, void *, size_t)
     ssize_t write(int, const void *, size_t)
@@ -133,10 +138,6 @@ cdef extern from "<time.h>" nogil:
     int clock_gettime(int, timespec *)
     int CLOCK_MONOTONIC
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef unsigned long pthread_t
-    int pthread_create(pthread_t *, void *, void *(*)(void *) noexcept nogil, void *)
-    int pthread_join(pthread_t, void **)
 
 # -- the unix:// records (monarch_cy/_transport/unix_records.py) ---------------------
 DEF MAX_RECORD = 61440           # 60 KiB: larger messages are spilled to a memfd
@@ -297,7 +298,7 @@ cdef Rec *build_rec(iovec *pc, int npc, size_t *flen, int nf) noexcept nogil:
         for i in range(nf):
             wr32(r.buf + 3 + 8 * i, <uint32_t>flen[i])
             wr32(r.buf + 7 + 8 * i, <uint32_t>(flen[i] >> 32))
-        r.mfd = memfd_create(b"monarch_cy-msg", MFD_CLOEXEC)
+        r.mfd = <int>syscall(SYS_memfd_create, <const char *>b"monarch_cy-msg", MFD_CLOEXEC)
         if r.mfd < 0:
             free_rec(r)
             return NULL
@@ -428,7 +429,7 @@ cdef bint dest_connect(Fwd *f, Dest *d) noexcept nogil:
         close(fd)
         return False
     rec[0] = R_PROOF
-    if getrandom(rec + 1, NONCE, 0) != NONCE:
+    if syscall(SYS_getrandom, rec + 1, <size_t>NONCE, <unsigned int>0) != NONCE:
         close(fd)
         return False
     proof_mac(f, d.path, d.plen, name, <size_t>nl, rec + 1, rec + 1 + NONCE)
@@ -945,7 +946,7 @@ cdef class Forwarder:
     one owner calls :meth:`close`; :meth:`stats` may be read from any thread."""
 
     cdef Fwd *f
-    cdef pthread_t th
+    cdef object thread       # a Python thread that runs the C loop without the GIL
     cdef bint running
 
     def __cinit__(self, int listen_fd, bytes path, bytes incarnation, bytes secret,
@@ -983,10 +984,22 @@ cdef class Forwarder:
         epoll_ctl(f.ep, EPOLL_CTL_ADD, listen_fd, &ev)
         ev.data.u64 = <uint64_t>T_WAKE << 32
         epoll_ctl(f.ep, EPOLL_CTL_ADD, f.efd, &ev)
-        if pthread_create(&self.th, NULL, run, <void *>f) != 0:
+        # A Python thread (pthread_create's glibc symbol is newer than the wheels'
+        # baseline) that gives up the GIL at once and for good: the loop is C.
+        import threading
+        self.thread = threading.Thread(target=self._loop, daemon=True,
+                                       name="monarch_cy-fanout")
+        try:
+            self.thread.start()
+        except RuntimeError:
             self._free()
             raise OSError("Forwarder: cannot start its thread")
         self.running = True
+
+    def _loop(self):
+        cdef Fwd *f = self.f
+        with nogil:
+            run(<void *>f)
 
     def close(self, double linger_s=0.0):
         """Stop the thread (it first sends what its backlogs hold, for up to
@@ -996,8 +1009,7 @@ cdef class Forwarder:
         if self.running:
             self.f.linger = linger_s
             write(self.f.efd, &one, 8)
-            with nogil:
-                pthread_join(self.th, NULL)
+            self.thread.join()          # releases the GIL while it waits
             self.running = False
         self._free()
 

@@ -16,7 +16,9 @@ import monarch_cy.actor as A
 from monarch_cy.actor import Actor, endpoint, this_host
 
 def hook(failure):
-    print("HOOK", failure.kind, failure.mesh_name, failure.ranks, flush=True)
+    name, uid = failure.mesh_name.rsplit("-", 1)      # Monarch's "<name>-<id>"
+    assert len(uid) == 11, failure.mesh_name
+    print("HOOK", failure.kind, name, failure.ranks, flush=True)
 A.unhandled_fault_hook = hook
 
 class X(Actor):

@@ -389,7 +389,7 @@ def check_stop(job: Job, out: dict) -> str:
         b.drop().get(timeout=30)
     for m in job.meshes:
         m.stop().get(timeout=60)
-    failed = sorted({f.mesh_name for f in job.failures})
+    failed = sorted({f.mesh_name.rsplit("-", 1)[0] for f in job.failures})   # name-<id>
     assert set(failed) <= {"doomed", "doomed2", "doomedr"}, [f.report() for f in job.failures]
     return f"{len(job.meshes)} meshes stopped; failures reported: only the killed owners' {failed}"
 

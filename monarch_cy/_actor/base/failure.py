@@ -123,6 +123,25 @@ class MeshFailure:
         return SupervisionError(self.mesh_name, self.rank, cause, who=r.who)
 
 
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def new_mesh_uid() -> str:
+    """A random id for one actor mesh (11 base-58 characters, as Monarch's), which
+    its failures carry in ``MeshFailure.mesh_name`` (``name-<id>``)."""
+    import secrets  # deferred: import time (spawning is rare)
+    return secrets.choice(_B58[:9]) + "".join(secrets.choice(_B58) for _ in range(10))
+
+
+def failure_mesh_name(name: str, owner) -> str:
+    """``MeshFailure.mesh_name`` of actor mesh ``name`` spawned with ``owner`` (the
+    spawn's owner tuple, whose 4th item is the mesh's id): ``name-<id>``, as
+    Monarch's; ``name`` when there is none."""
+    if owner and len(owner) > 3 and owner[3]:
+        return f"{name}-{owner[3]}"
+    return str(name)
+
+
 def actor_who(cls_path: str, mesh_name: str, point, owner: str = "<root>") -> str:
     """How Monarch names one actor in failure texts: ``<root>.<module.Class
     name{'gpus': 1/2}>`` (``point`` is the actor's :class:`Point` in its mesh, left

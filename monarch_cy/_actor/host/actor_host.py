@@ -43,7 +43,7 @@ from monarch_cy._errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._log import logger
 from monarch_cy._telemetry.runtime import instruments as _telemetry
 from monarch_cy._actor.base import state as _state
-from monarch_cy._actor.base.failure import MeshFailure, actor_who
+from monarch_cy._actor.base.failure import MeshFailure, actor_who, failure_mesh_name
 from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.host import proc_setup, traced_endpoints
 from monarch_cy._actor.host.supervise_call import call_with_timeout, supervise_timeout
@@ -433,7 +433,8 @@ class ActorHost:
         as the child, as Monarch's do."""
         if self.failed is not None:
             return
-        failure = MeshFailure(self.name, (self.rank.rank,), cause, kind, details,
+        failure = MeshFailure(failure_mesh_name(self.name, self.owner),
+                              (self.rank.rank,), cause, kind, details,
                               children, (self.addr,), self.who)
         self.failed = failure.error() if kind in ("unhandled", "raised") else \
             SupervisionError(self.name, self.rank.rank, cause, who=self.who)
@@ -515,7 +516,8 @@ class ActorHost:
             return
         if method == "__supervise__":       # a failed owner: pass it up, chained
             failure = self.node.decode(data, extras)[0][0]
-            self._report(MeshFailure(self.name, (self.rank.rank,),
+            self._report(MeshFailure(failure_mesh_name(self.name, self.owner),
+                                     (self.rank.rank,),
                                      f"child mesh {failure.mesh_name} failed after this "
                                      f"actor had failed ({self.failed.cause})", "actor",
                                      "", (failure,), (self.addr,), self.who))

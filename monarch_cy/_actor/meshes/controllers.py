@@ -57,7 +57,8 @@ class _ControllerController(Actor):
         return ent
 
     def __supervise__(self, failure) -> bool:
-        name = self._names.get(failure.mesh_name)
+        # mesh_name is "<name>-<id>" (Monarch's form): the name as spawned before it
+        name = self._names.get(failure.mesh_name.rsplit("-", 1)[0])
         if name is None:
             return False
         if isinstance(self._controllers.get(name), ActorMesh):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pickle
 
 from monarch_cy._actor.base import client_faults, state as _state
-from monarch_cy._actor.base.failure import MeshFailure, actor_who, with_tail
+from monarch_cy._actor.base.failure import MeshFailure, actor_who, failure_mesh_name, with_tail
 from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.launch.proc_output import note_failure, tail_of
 from monarch_cy._actor.meshes import respawn
@@ -70,7 +70,8 @@ def _mesh_failure(rec, proc, cause: str) -> MeshFailure:
     addr, rank = rec.where[proc.rank]
     who = actor_who(f"{rec.cls.__module__}.{rec.cls.__qualname__}", rec.name,
                     Point(rank, Extent(rec.labels, rec.sizes)))
-    return MeshFailure(rec.name, (rank,), cause, "proc", addrs=(addr,), who=who)
+    return MeshFailure(failure_mesh_name(rec.name, rec.owner), (rank,), cause, "proc",
+                       addrs=(addr,), who=who)
 
 
 def maybe_restart(node, st, failure) -> bool:

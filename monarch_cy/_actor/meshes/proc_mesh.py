@@ -42,6 +42,7 @@ from monarch_cy._errors import ForeignJobError, MeshStoppedError, SupervisionErr
 from monarch_cy._actor.base import client_faults
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
+from monarch_cy._actor.base.failure import new_mesh_uid
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import MeshTrait, Shape
 from monarch_cy._actor.cast.tree import use_tree
@@ -117,7 +118,8 @@ class ProcMesh(MeshTrait):
         # who owns the actors, and (for context().actor_instance.proc_mesh) this mesh
         sh = self._shape
         owner = _owner(node) + ((st.owner or node.addr, st.mesh_id, st.name,
-                                 (sh.labels, sh.offset, sh.sizes, sh.strides)),)
+                                 (sh.labels, sh.offset, sh.sizes, sh.strides)),
+                                new_mesh_uid())
         # spawned inside a worker: its own counter, so tag the addresses with its pid
         tag = "" if node.is_controller else f"w{os.getpid()}."
         given, addrs = addrs, []

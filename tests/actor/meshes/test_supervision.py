@@ -137,7 +137,7 @@ def test_seen_failure_reaches_hook_unless_skips_seen(hook, monkeypatch, skip):
     with pytest.raises(SupervisionError):
         pending.get(5)
     time.sleep(1.5)                     # past the grace
-    assert [f.mesh_name for f in hook] == ([] if skip else ["seen"]), hook
+    assert [f.mesh_name.rsplit("-", 1)[0] for f in hook] == ([] if skip else ["seen"]), hook
     pm.stop().get(10)
 
 
@@ -152,7 +152,9 @@ def test_unseen_failure_reaches_hook_once_per_actor_mesh(hook):
     os.kill(pid, signal.SIGKILL)          # nobody is calling rank 1
     assert _wait(lambda: len(hook) >= 2, 5)
     time.sleep(0.3)
-    by_name = {f.mesh_name: f for f in hook}
+    # Monarch's mesh_name: the name as spawned, "-", an id of 11 base-58 characters
+    assert all(re.fullmatch(r"h2?-[1-9A-HJ-NP-Za-km-z]{11}", f.mesh_name) for f in hook)
+    by_name = {f.mesh_name.rsplit("-", 1)[0]: f for f in hook}
     assert sorted(by_name) == ["h", "h2"], hook
     f = by_name["h"]
     assert isinstance(f, MeshFailure) and f.ranks == (1,) and f.crashed_ranks == [1]
@@ -160,7 +162,7 @@ def test_unseen_failure_reaches_hook_once_per_actor_mesh(hook):
     who = "<root>.<_actors.Victim h{'gpus': 1/2}>"
     assert f.report() == (f"The actor {who} and all its descendants have failed:\n"
                           "  the process this actor was running on failed: Killed(sig=9)")
-    assert str(f) == (f"MeshFailure(mesh_name=h, crashed_ranks=[1], event=Supervision "
+    assert str(f) == (f"MeshFailure(mesh_name={f.mesh_name}, crashed_ranks=[1], event=Supervision "
                       f"event: actor {who} failed:\n  the process this actor was "
                       "running on failed: Killed(sig=9))")
     assert f.mesh is None
@@ -191,7 +193,7 @@ def test_broadcast_exception_fails_actor_and_cleans_up(tmp_path, hook):
     m.slice(gpus=0).boom.broadcast("nowhere to reply")
     assert _wait(lambda: hook, 5)
     f = hook[0]
-    assert f.mesh_name == "bc" and f.ranks == (0,) and f.kind == "actor"
+    assert f.mesh_name.startswith("bc-") and f.ranks == (0,) and f.kind == "actor"
     assert f.cause.startswith("actor explicitly aborted due to: Traceback")
     assert "ValueError: nowhere to reply" in f.cause
     with pytest.raises(SupervisionError, match="nowhere to reply"):
@@ -221,7 +223,7 @@ def test_supervise_in_owner(mode, tmp_path, hook):
                                  env={"MONARCH_CY_SUPERVISE_TIMEOUT": "0.5"})
     parent = pm.spawn("parent", Parent, mode, log)
     assert parent.fail_child.call_one().get(10)
-    assert _wait(lambda: "supervise child0 (0,)" in _read(log), 5)
+    assert _wait(lambda: re.search(r"supervise child0-\w{11} \(0,\)", _read(log)), 5)
     if mode == "handle":
         time.sleep(1.5)
         assert not hook
@@ -229,8 +231,8 @@ def test_supervise_in_owner(mode, tmp_path, hook):
     else:
         assert _wait(lambda: hook, 5), f"mode {mode}: nothing reached the hook"
         f = hook[0]
-        assert f.mesh_name == "parent"
-        assert f.children and f.children[0].mesh_name == "child0"
+        assert f.mesh_name.startswith("parent-")
+        assert f.children and f.children[0].mesh_name.startswith("child0-")
         assert "child broke" in f.report()
         if mode == "raise":
             # Monarch's: the owner failed with what __supervise__ raised, while
