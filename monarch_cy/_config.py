@@ -245,11 +245,13 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "A call from the controller to more actors than this goes down a tree of the "
        "mesh's procs, each forwarding to at most this many (docs/scale.md); `0` sends to "
        "every actor directly. Read when the controller first calls a mesh.", minimum=0),
-    _V("MONARCH_CY_CAST_NOGIL", "flag", True, USER,
-       "Casts down the tree are passed on by each proc's nogil forwarder thread (a busy "
-       "actor, even one holding the GIL, does not hold its subtree back) and every actor "
-       "answers the controller directly; `0`: forwarded by the procs' I/O threads, "
-       "replies gathered per subtree (docs/scale.md). `unix://` meshes only; read once."),
+    _V("MONARCH_CY_CAST_NOGIL", "flag", False, USER,
+       "`1`: casts down the tree are passed on by each proc's nogil forwarder thread (a "
+       "busy actor, even one holding the GIL, does not hold its subtree back) and every "
+       "actor answers the controller directly; `0`: forwarded by the procs' I/O "
+       "threads, replies gathered per subtree (docs/scale.md). Off by default while a "
+       "cast racing a respawn of a rank below a head can be lost. `unix://` meshes "
+       "only; read once."),
     _V("MONARCH_CY_SUPERVISE_TIMEOUT", "seconds0", 10.0, USER,
        "Seconds an owner's `__supervise__`/`__cleanup__` may run before it counts as hung "
        "(read in the actor's proc)."),

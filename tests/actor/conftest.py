@@ -24,6 +24,15 @@ def tree(monkeypatch):
 
 
 @pytest.fixture
+def nogil_tree(monkeypatch, tree):
+    """``tree`` with casts passed on by the procs' nogil forwarders
+    (``MONARCH_CY_CAST_NOGIL=1``, opt-in), every actor answering the controller."""
+    from monarch_cy._actor.cast import tree as cast_tree
+    monkeypatch.setattr(cast_tree, "_NOGIL", True)
+    return tree
+
+
+@pytest.fixture
 def io_tree(monkeypatch, tree):
     """``tree`` with casts forwarded by the procs' I/O threads, replies gathered and
     folded per subtree (``MONARCH_CY_CAST_NOGIL=0``), for the tests of that path."""

@@ -4,7 +4,8 @@ keeps the GIL in C or spins in Python, and the subtree answers the controller it
 
 Fan-out 2 over 9 procs: proc 0 heads ranks 1-4 (a 3-level tree).  Each test makes
 rank 0's actor busy with a ``broadcast`` (so the router keeps later calls on the tree),
-then times calls to ranks 1-4 against the same calls with the tree off."""
+then times calls to ranks 1-4 against the same calls with the tree off.  The nogil
+forwarders are opt-in (``MONARCH_CY_CAST_NOGIL=1``); these tests turn them on."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def _busy_mesh(tree):
 
 
 def test_calls_below_a_head_holding_the_gil_in_c_answer_as_with_the_tree_off(
-        tree, monkeypatch):
+        nogil_tree, monkeypatch):
+    tree = nogil_tree
     off = _tree_off(tree, monkeypatch)
     m, head = _busy_mesh(tree)
     t0 = time.monotonic()
@@ -70,7 +72,8 @@ def test_calls_below_a_head_holding_the_gil_in_c_answer_as_with_the_tree_off(
 
 
 def test_calls_below_a_head_spinning_in_python_answer_as_with_the_tree_off(
-        tree, monkeypatch):
+        nogil_tree, monkeypatch):
+    tree = nogil_tree
     off = _tree_off(tree, monkeypatch)
     m, head = _busy_mesh(tree)
     m.spin.broadcast(head, HOLD_S, 0.5)            # the GIL for 0.5 s at a time
