@@ -283,11 +283,12 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "starts in a process."),
 
 
-    _V("MONARCH_CY_TAIL_LOG_LINES", "int", 20, USER,
+    _V("MONARCH_CY_TAIL_LOG_LINES", "int", None, USER,
        "How many of a proc's last lines of output (stdout and stderr together) its "
        "failure carries (`MeshFailure`, `SupervisionError`, the fault hook's report); "
-       "`0`: none. Monarch's `tail_log_lines`. Read by the controller as each proc "
-       "starts (docs/observability.md).", minimum=0),
+       "`0`: none; unset: 20, or Monarch's 0 under `monarch_cy.compat` (a Monarch "
+       "program's failure texts stay Monarch's). Monarch's `tail_log_lines`. Read by "
+       "the controller as each proc starts (docs/observability.md).", minimum=0),
     _V("MONARCH_CY_KEEP_FAILED_LOGS", "flag", True, USER,
        "`1`: when a proc failed during the run, the procs' log files (`<run dir>/logs`) "
        "outlive the run directory, moved to `monarch_cy-logs-<run dir's name>` in the "
@@ -525,7 +526,8 @@ def keep_failed_logs() -> bool:
     return get("MONARCH_CY_KEEP_FAILED_LOGS")
 
 
-def tail_log_lines() -> int:
+def tail_log_lines() -> int | None:
+    """The number set; None when unset (the caller decides: 20, or 0 under compat)."""
     return get("MONARCH_CY_TAIL_LOG_LINES")
 
 

@@ -290,7 +290,7 @@ MAPPED: Dict[str, tuple] = {
         "read in the actor's process, so here it covers actors of this process "
         "(`get_or_spawn_controller`'s)."),
     "tail_log_lines": (
-        "MONARCH_CY_TAIL_LOG_LINES", str, int,
+        "MONARCH_CY_TAIL_LOG_LINES", str, lambda v: 0 if v is None else int(v),
         "How many of a dead proc's last lines of output its failure text carries; "
         "read by the controller as each proc starts."),
     "rdma_disable_ibverbs": (

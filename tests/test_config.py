@@ -56,7 +56,7 @@ ACCESSORS = {
     _config.telemetry: ("TELEMETRY", False, " 1 ", True),
     _config.telemetry_otlp_endpoint: ("TELEMETRY_OTLP_ENDPOINT", None, " http://c:4318 ",
                                       "http://c:4318"),
-    _config.tail_log_lines: ("TAIL_LOG_LINES", 20, " 5 ", 5),
+    _config.tail_log_lines: ("TAIL_LOG_LINES", None, " 5 ", 5),
     _config.keep_failed_logs: ("KEEP_FAILED_LOGS", True, "0", False),
     _config.debug_console: ("DEBUG_CONSOLE", "auto", " OFF ", "off"),
     _config.rank: ("RANK", None, "5", 5),

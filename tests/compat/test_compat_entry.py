@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -22,10 +23,17 @@ def _env(*front: str) -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([*front, ROOT] + ([old] if old else [])))
 
 
+def _default_sigint():
+    """In the child: SIGINT back to its default.  A suite started in the background
+    by a shell without job control inherits SIGINT ignored, and Python then never
+    turns a Ctrl-C into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run(args, *, cwd=None, env=None, input=None, timeout=90):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True,
                           cwd=cwd or PROGRAMS, env=env or _env(), input=input,
-                          timeout=timeout)
+                          timeout=timeout, preexec_fn=_default_sigint)
 
 
 def _ok(r):

@@ -18,7 +18,9 @@ from monarch_cy.actor import Actor, endpoint, this_host
 def hook(failure):
     name, uid = failure.mesh_name.rsplit("-", 1)      # Monarch's "<name>-<id>"
     assert len(uid) == 11, failure.mesh_name
-    print("HOOK", failure.kind, name, failure.ranks, flush=True)
+    # one write per line: hooks for two failures may run at once (threads of their own)
+    sys.stdout.write(f"HOOK {failure.kind} {name} {failure.ranks}\\n")
+    sys.stdout.flush()
 A.unhandled_fault_hook = hook
 
 class X(Actor):

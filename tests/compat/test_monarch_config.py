@@ -62,8 +62,8 @@ def test_recorded_keys_are_returned():
     g = get_global_config()
     assert {k: g[k] for k in rt} == rt
     assert g["cleanup_timeout"] == "10s"         # mapped, from MONARCH_CY_SUPERVISE_TIMEOUT
-    # none of these has a monarch_cy equivalent: no variable changed
-    assert _config.overrides() == {}
+    # only tail_log_lines has a monarch_cy equivalent: the others change no variable
+    assert _config.overrides() == {"MONARCH_CY_TAIL_LOG_LINES": "100"}
 
 
 @pytest.mark.parametrize("text,normal,seconds", [

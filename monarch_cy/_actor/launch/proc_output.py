@@ -63,6 +63,22 @@ _LIVE = set()                      # ProcOutputs whose FIFOs are open (pump only
 _live_lock = threading.Lock()
 
 
+#: How many last lines a failure carries when MONARCH_CY_TAIL_LOG_LINES is unset.
+DEFAULT_TAIL_LINES = 20
+
+
+def tail_lines() -> int:
+    """The last lines a proc's failure carries: ``MONARCH_CY_TAIL_LOG_LINES``; unset,
+    ``DEFAULT_TAIL_LINES``, or Monarch's 0 in a Monarch program (``monarch_cy.compat``
+    installed), whose failure texts then stay Monarch's."""
+    n = _config.tail_log_lines()
+    if n is not None:
+        return n
+    import sys  # deferred: import time (read once per proc start)
+    compat = sys.modules.get("monarch_cy.compat")
+    return 0 if compat is not None and compat.installed() else DEFAULT_TAIL_LINES
+
+
 class ProcOutput:
     """The output of one proc incarnation (see the module docstring).  Made in the
     thread that starts the proc; everything else runs in ``node``'s pump.
@@ -90,7 +106,7 @@ class ProcOutput:
         os.makedirs(os.path.join(rundir, LOGS), mode=0o700, exist_ok=True)
         self.path = os.path.join(rundir, LOGS, f"{mesh_name}-{mesh_id}.{rank}.log")
         self._file = open(self.path, "ab")
-        self.tail = collections.deque(maxlen=_config.tail_log_lines())
+        self.tail = collections.deque(maxlen=tail_lines())
         self.exited = False
         with _live_lock:
             _LIVE.add(self)

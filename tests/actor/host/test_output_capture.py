@@ -217,3 +217,17 @@ def test_log_files_outlive_the_run_after_a_failure(tmp_path):
     assert "[w 0] kept words" in open(kept[0]).read()
     assert "is kept in" in r.stderr
     assert not glob.glob(str(tmp_path / "mcy-*")), "the run directory stayed"
+
+
+def test_tail_default_is_twenty_lines_and_monarchs_zero_under_compat(monkeypatch):
+    """Unset, a failure carries 20 lines; in a Monarch program (compat installed),
+    Monarch's default: none, so its failure texts stay Monarch's."""
+    from monarch_cy._actor.launch import proc_output
+    monkeypatch.delenv("MONARCH_CY_TAIL_LOG_LINES", raising=False)
+    import monarch_cy.compat as compat
+    monkeypatch.setattr(compat, "installed", lambda: False)
+    assert proc_output.tail_lines() == 20
+    monkeypatch.setattr(compat, "installed", lambda: True)
+    assert proc_output.tail_lines() == 0
+    monkeypatch.setenv("MONARCH_CY_TAIL_LOG_LINES", "3")
+    assert proc_output.tail_lines() == 3

@@ -19,6 +19,7 @@ import difflib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -156,6 +157,13 @@ def _env(system: str) -> dict:
     return env
 
 
+def _default_sigint():
+    """In the child: SIGINT back to its default (a suite started in the background by
+    a shell without job control inherits it ignored; Monarch's fault hook interrupts
+    the main thread with SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_one(system: str, scenario: str, args, timeout: float):
     path = os.path.join(SCENARIOS, scenario)
     if system == "reference":
@@ -165,7 +173,8 @@ def run_one(system: str, scenario: str, args, timeout: float):
     with tempfile.TemporaryDirectory(prefix="diffrun-") as cwd:
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=_env(system),
-                               timeout=timeout, stdin=subprocess.DEVNULL)
+                               timeout=timeout, stdin=subprocess.DEVNULL,
+                               preexec_fn=_default_sigint)
             return r.returncode, r.stdout, r.stderr
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
