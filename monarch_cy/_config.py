@@ -252,6 +252,11 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "threads, replies gathered per subtree (docs/scale.md). Off by default while a "
        "cast racing a respawn of a rank below a head can be lost. `unix://` meshes "
        "only; read once."),
+    _V("MONARCH_CY_INTERLEAVE", "flag", False, USER,
+       "`1`: every async actor's plain `@endpoint`s interleave at each `await` (as "
+       "`class A(Actor, interleave=True)`, monarch_cy's opt-in), for programs written "
+       "for Monarch before it ran them one at a time; `0` (Monarch's): one message at "
+       "a time unless `@concurrent_endpoint`. Read in each proc as an actor starts."),
     _V("MONARCH_CY_SUPERVISE_TIMEOUT", "seconds0", 10.0, USER,
        "Seconds an owner's `__supervise__`/`__cleanup__` may run before it counts as hung "
        "(read in the actor's proc)."),
@@ -496,6 +501,10 @@ def cast_fanout() -> int:
 
 def cast_nogil() -> bool:
     return get("MONARCH_CY_CAST_NOGIL")
+
+
+def interleave() -> bool:
+    return get("MONARCH_CY_INTERLEAVE")
 
 
 def supervise_timeout() -> float:

@@ -39,6 +39,7 @@ import time
 import traceback
 from collections import deque
 
+from monarch_cy import _config
 from monarch_cy._errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._log import logger
 from monarch_cy._telemetry.runtime import instruments as _telemetry
@@ -182,7 +183,7 @@ class ActorHost:
             self.who = actor_who(f"{cls.__module__}.{cls.__qualname__}", self.name,
                                  self.rank, self._owner_who())
             eps, _ = endpoint_table(cls)
-            interleave = getattr(cls, "_mcy_interleave", False)
+            interleave = getattr(cls, "_mcy_interleave", False) or _config.interleave()
             for ep_name, (explicit, asy) in eps.items():
                 prop = getattr(cls, ep_name)
                 self.endpoints[ep_name] = (prop._fn, explicit, asy,

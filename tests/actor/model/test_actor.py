@@ -123,3 +123,21 @@ def test_a_pending_async_endpoint_survives_a_garbage_collection():
             pending.get(0.2)
     finally:
         pm.stop().get(30)
+
+
+def test_interleave_env_opts_every_async_actor_in(monkeypatch):
+    """``MONARCH_CY_INTERLEAVE=1`` (read in the procs) makes every async actor's plain
+    endpoints interleave, as ``interleave=True`` does: a get waiting for a put no
+    longer blocks the put (one at a time, as Monarch 0.7.0, it would)."""
+    from _actors import AsyncEcho
+    from monarch_cy.actor import this_host
+    monkeypatch.setenv("MONARCH_CY_INTERLEAVE", "1")
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        one = pm.spawn("interleaved_env", AsyncEcho)
+        f1 = one.slow.call_one("slow", 0.3)
+        f2 = one.slow.call_one("fast", 0.0)
+        assert (f1.get(10), f2.get(10)) == ("slow", "fast")
+        assert one.order.call_one().get(10) == ["fast", "slow"]
+    finally:
+        pm.stop().get(20)
