@@ -97,3 +97,47 @@ def test_the_recovery_recipe_works_behind_a_dead_forwarder(mesh, monkeypatch):
         procs.respawn([e.rank]).get(timeout=60)
         assert trainers.note.call(i).get().values() == [i] * len(range(N)[span])
     assert m.note.call(2).get(10).values() == [2] * N
+
+
+# A slice whose route crosses a head outside it, with the head's rank (10) beyond the
+# slice's length (5): the SupervisionError for the ranks behind the dead head is
+# built with failed_rank=<the head's rank in the whole mesh> and named by the slice's
+# ``_who_local``, which indexes the slice's ranks with it (IndexError).
+_WHO_LOCAL = ("a SupervisionError behind a dead forwarder names the forwarder's mesh "
+              "rank through the slice's _who_local (ActorMesh._granks()[rank]): "
+              "IndexError when that rank is beyond the slice's length")
+
+
+def _last_head(m):
+    plan = cast_tree.Plan(m._addrs, m._procs, range(N), K)
+    head = m._procs.index(plan.heads[-1][0])
+    below = sorted(m._procs.index(p) for p in plan.below[plan.heads[-1][0]])
+    span = slice(below[0], N)                    # the ranks after the head, not it
+    assert head == 10 and below == [11, 12, 13, 14] and len(range(N)[span]) > K
+    return head, span
+
+
+@pytest.mark.xfail(strict=True, raises=IndexError,
+                   reason=_WHO_LOCAL + " (raised by call() itself)")
+def test_a_slice_call_behind_a_known_dead_forwarder_fails_cleanly(mesh):
+    pm, m, pids, _, _ = mesh
+    head, span = _last_head(m)
+    os.kill(pids[head], signal.SIGKILL)
+    _wait_dead(m._procs[head])
+    with pytest.raises(SupervisionError) as e:
+        m.slice(gpus=span).note.call(1).get(10)
+    assert e.value.rank == head
+
+
+@pytest.mark.xfail(strict=True, raises=TimeoutError,
+                   reason=_WHO_LOCAL + " (in the pump, where Node.proc_failed drops it: "
+                   "the call is never failed and hangs)")
+def test_a_slice_call_whose_forwarder_dies_mid_call_fails(mesh):
+    pm, m, pids, _, _ = mesh
+    head, span = _last_head(m)
+    fut = m.slice(gpus=span).nap.call(1, 2.0)
+    time.sleep(0.5)
+    os.kill(pids[head], signal.SIGKILL)
+    with pytest.raises(SupervisionError) as e:
+        fut.get(10)
+    assert e.value.rank == head
