@@ -57,6 +57,8 @@ _dumps = pickle.dumps
 # skew, never an outsider's: those are refused unread): one full traceback, then a
 # count per minute, every node of this process together.
 _UNHANDLED = RateLimited("transport", "messages that could not be handled", burst=1)
+_COLLECTOR_FAILED = RateLimited("transport", "collectors that raised on a proc's death",
+                                burst=1)
 _SCALARS = frozenset((int, float, bool, str, bytes, type(None)))
 
 
@@ -384,8 +386,8 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
                 if col.proc_failed(proc_key, cause):
                     self._ports.pop(pid, None)
                     ended += 1
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - a collector's bug must not stop the rest
+                _COLLECTOR_FAILED.log("failing a call on a dead proc raised", exc_info=True)
         self.pool.drop_receiver(proc_key)
         fan = (fanout_addr(proc_key),) if proc_key.startswith(unixsock.SCHEME) else ()
         self.forget((proc_key, *fan, *addrs))     # and its fan-out inbox (.fanout)

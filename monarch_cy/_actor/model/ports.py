@@ -54,10 +54,20 @@ def _err(value, call=None):
 _NAMED = {SupervisionError, MeshStoppedError}
 
 
-def _failed(actor, rank, cause, call, who) -> SupervisionError:
+def _failed(actor, rank, cause, call, who, failed_rank=None) -> SupervisionError:
     """A proc's death as the call's error; ``who(rank)`` names the actor (Monarch's
-    ``<root>.<module.Class mesh{point}>``) where the caller knows its class."""
-    return SupervisionError(actor, rank, cause, call, who(rank) if who else None)
+    ``<root>.<module.Class mesh{point}>``) where the caller knows its class.  With
+    ``failed_rank`` (the proc that died was a cast-tree forwarder above ``rank``:
+    ``failed_rank`` is the one to respawn) the error carries ``failed_rank`` and the
+    plain ``mesh[failed_rank]`` name: the forwarder may lie outside the caller's
+    slice, where ``who`` cannot name it.  Never raises (it runs in the pump)."""
+    if failed_rank is not None:
+        return SupervisionError(actor, failed_rank, cause, call)
+    try:
+        name = who(rank) if who else None
+    except Exception:  # noqa: BLE001 - a plain name rather than a lost failure
+        name = None
+    return SupervisionError(actor, rank, cause, call, name)
 
 
 def _endpoint_of(call) -> str:
@@ -83,9 +93,8 @@ class OneCollector(BaseCollector):
     def proc_failed(self, proc, cause, failed_rank=None) -> bool:
         if proc != self.proc:
             return False
-        self.fut._set_exception(_failed(
-            self.actor, self.rank if failed_rank is None else failed_rank, cause,
-            self.call, self.who))
+        self.fut._set_exception(_failed(self.actor, self.rank, cause, self.call,
+                                        self.who, failed_rank))
         return True
 
 
@@ -142,9 +151,8 @@ class GatherCollector(BaseCollector):
     def proc_failed(self, proc, cause, failed_rank=None) -> bool:
         for r, p in enumerate(self.procs):
             if p == proc and not self.got[r]:
-                self.fut._set_exception(_failed(
-                    self.actor, r if failed_rank is None else failed_rank, cause,
-                    self.call, self.who))
+                self.fut._set_exception(_failed(self.actor, r, cause, self.call,
+                                                self.who, failed_rank))
                 return True
         return False
 
@@ -175,9 +183,8 @@ class StreamCollector(BaseCollector):
                 self.got[r] = True
                 f = self.futs[self.next]
                 self.next += 1
-                f._set_exception(_failed(
-                    self.actor, r if failed_rank is None else failed_rank, cause,
-                    self.call, self.who))
+                f._set_exception(_failed(self.actor, r, cause, self.call, self.who,
+                                         failed_rank))
         return self.next == len(self.futs)
 
 
