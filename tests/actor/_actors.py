@@ -693,3 +693,45 @@ class MarkerOwner(Marker):
         if grandchild:
             kid.spawn_child.call_one(tag + "_grand").get()
         return kid
+
+
+class TreeChaos(Actor):
+    """For the cast tree's chaos test: answers checkable values and leaves
+    ``<out>/cleanup.<rank>.<pid>`` from ``__cleanup__`` (one file per rank and
+    incarnation)."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+        self.rank = current_rank().rank
+        self.bcasts = []
+
+    @endpoint
+    def echo(self, x):
+        """``(rank, x, last broadcast seen or None)``."""
+        return self.rank, x, self.bcasts[-1] if self.bcasts else None
+
+    @endpoint
+    def value(self, x):
+        """``x + rank``: a fold of the whole mesh sums to ``n * x + n * (n - 1) / 2``."""
+        return x + self.rank
+
+    @endpoint
+    def mark(self, b):
+        """A broadcast: remembered in the order received."""
+        self.bcasts.append(b)
+
+    @endpoint
+    def seen(self):
+        """``(rank, pid, every broadcast this incarnation received, in order)``."""
+        return self.rank, os.getpid(), list(self.bcasts)
+
+    @endpoint
+    def relays(self):
+        """How many cast-tree relays this proc holds now (one waits for a subtree)."""
+        from monarch_cy._transport.node import current_node
+        return current_node().relay_count()
+
+    def __cleanup__(self, exc) -> None:
+        path = os.path.join(self.out, f"cleanup.{self.rank}.{os.getpid()}")
+        with open(path, "w") as f:
+            f.write(repr(exc))
