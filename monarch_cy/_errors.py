@@ -334,8 +334,10 @@ class SupervisionError(MonarchCyError, RuntimeError):
         return f"Endpoint call {ep} failed, {body}" if ep else body
 
     def __reduce__(self):
-        return (type(self), (self.actor, self.rank, self.cause, self.endpoint, self.who,
-                             self.during))
+        args = (self.actor, self.rank, self.cause, self.endpoint, self.who)
+        if self.during is not None:        # (subclasses take the first five only)
+            args += (self.during,)
+        return (type(self), args)
 
 
 class MeshStoppedError(SupervisionError):

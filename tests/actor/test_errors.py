@@ -28,3 +28,15 @@ def test_error_hierarchy():
     assert issubclass(MeshStoppedError, SupervisionError)
     e = pickle.loads(pickle.dumps(ActorError(ValueError("x"), "tb")))
     assert isinstance(e.exception, ValueError)
+
+
+def test_supervision_error_while_handling_another_pickles_whole():
+    """The "while handling another failure" form keeps its context through pickling
+    (a subclass without it, e.g. OwnerDiedError, pickles with its own arguments)."""
+    import pickle
+    e = SupervisionError("p", 0, "RuntimeError: supervise raised", "p.f()", "<root>.<P p>",
+                         during="The actor <root>.<P p>.<C c> and all its descendants "
+                                "have failed:\n  boom")
+    back = pickle.loads(pickle.dumps(e))
+    assert str(back) == str(e) and back.during == e.during
+    assert "\nThis error occurred while handling another failure:\n  The actor" in str(e)
