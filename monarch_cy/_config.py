@@ -321,6 +321,8 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
     # -- the test suite and benchmarks (tests/, bench/, scripts/)
     _V("MONARCH_CY_CHAOS_SEED", "int", 1234, TESTS,
        "Seed of `tests/actor/test_chaos.py`'s random kills."),
+    _V("MONARCH_CY_CHAOS_ROUNDS", "int", 1, TESTS,
+       "Rounds of kill events (18 each) of `tests/actor/test_chaos_tree.py`.", minimum=1),
     _V("MONARCH_CY_RCCL_CHROOT", "choice", "1", TESTS,
        "The RCCL chroot tests: `0` skips them, `require` turns their skips into failures.",
        choices=("0", "1", "require"), noun="a mode"),
