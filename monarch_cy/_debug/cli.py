@@ -27,6 +27,7 @@ import tempfile
 import time
 
 from monarch_cy._cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, HelpFormatter
+from monarch_cy._actor.launch.job_file import pid_alive
 
 __all__ = ["add_parser", "find_jobs", "run"]
 
@@ -59,16 +60,6 @@ def add_parser(sub, epilog: str = "") -> None:
     p.set_defaults(func=run)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def find_jobs() -> list:
     """The jobs of this user on this machine that serve a debugger: dicts with
     ``address``, ``pid``, ``secret`` (read from their run directories)."""
@@ -83,7 +74,7 @@ def find_jobs() -> list:
             try:
                 with open(path) as f:
                     info = json.load(f)
-                if _alive(int(info["pid"])):
+                if pid_alive(int(info["pid"])):
                     found.append(info)
             except (OSError, ValueError, KeyError, TypeError):
                 continue                 # another user's, or being written

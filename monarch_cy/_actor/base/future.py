@@ -71,6 +71,21 @@ class Future(Generic[R]):
             f._set_result(value)
         return f
 
+    @classmethod
+    def _once(cls, inner: "Future", value=None) -> "Future":
+        """A Future resolved to ``value`` once ``inner`` resolves, or to ``inner``'s
+        exception; callbacks run in the thread that resolves ``inner``."""
+        out = cls._make(None)
+
+        def done(f):
+            exc = f.exception()
+            if exc is None:
+                out._set_result(value)
+            else:
+                out._set_exception(exc)
+        inner.add_done_callback(done)
+        return out
+
     def _set_result(self, value) -> None:
         if self._value is not _PENDING:
             return

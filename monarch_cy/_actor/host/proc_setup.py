@@ -120,14 +120,4 @@ def start(proc_mesh, fn):
 def initialized(setup_mesh):
     """The Future ``ProcMesh.initialized`` gives: ``True`` once the setup ran in
     every proc, or its first failure (asking counts as seeing the failure)."""
-    out = Future._make(None)
-
-    def finished(f):
-        try:
-            f.get()
-        except BaseException as e:  # noqa: BLE001 - handed to the waiter
-            out._set_exception(e)
-        else:
-            out._set_result(True)
-    setup_mesh.done.call().add_done_callback(finished)
-    return out
+    return Future._once(setup_mesh.done.call(), True)

@@ -29,7 +29,7 @@ import time
 
 from monarch_cy._actor.launch.rundir import base_dir
 
-__all__ = ["NAME", "write", "load", "find", "search_dir"]
+__all__ = ["NAME", "write", "load", "find", "search_dir", "pid_alive"]
 
 NAME = "job.json"
 
@@ -70,7 +70,8 @@ def load(path: str) -> dict:
     return doc
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -95,7 +96,7 @@ def find() -> list:
             doc = load(path)
         except (OSError, ValueError):
             continue
-        if _alive(int(doc["pid"])):
+        if pid_alive(int(doc["pid"])):
             out.append(doc)
     out.sort(key=lambda d: d.get("started", 0), reverse=True)
     return out

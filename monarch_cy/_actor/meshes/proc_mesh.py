@@ -198,17 +198,7 @@ class ProcMesh(MeshTrait):
         setter = getattr(st, "level_actors", None)
         if setter is None:
             setter = st.level_actors = self._spawn(LEVEL_NAME, LevelActor, (), {})
-        done = Future._make(None)
-
-        def applied(f):
-            try:
-                f.get()
-            except BaseException as e:  # noqa: BLE001 - handed to the waiter
-                done._set_exception(e)
-            else:
-                done._set_result(None)
-        setter.set_level.call(level).add_done_callback(applied)
-        return done
+        return Future._once(setter.set_level.call(level))
 
     def flush_logs(self) -> None:
         """Read what every local proc wrote so far and print it, held lines

@@ -262,17 +262,8 @@ class ActorMesh(MeshTrait, Generic[A]):
         it are stopped directly) and, there, an actor whose proc died counts as
         stopped (:data:`~.routed.REROUTED`).
         """
-        out = Future._make(None)
-        inner = Endpoint(self, "__stop_mesh__", False).call(str(reason))
-
-        def done(f):
-            exc = f.exception()
-            if exc is None:
-                out._set_result(())          # Monarch's stop() resolves to ()
-            else:
-                out._set_exception(exc)
-        inner.add_done_callback(done)
-        return out
+        # Monarch's stop() resolves to ()
+        return Future._once(Endpoint(self, "__stop_mesh__", False).call(str(reason)), ())
 
 
 class ActorInstance:

@@ -1,33 +1,8 @@
 """The default unhandled_fault_hook: a proc of a client-owned mesh dies; what the program
 prints, and its exit code, are the observations (the harness records them)."""
-import json
-import sys
 import time
 
-
-def obs(key, value):
-    print("@@obs " + json.dumps([key, value], default=repr), flush=True)
-
-
-def describe(e):
-    text = str(e)
-    return {"type": type(e).__name__, "is_exception": isinstance(e, Exception),
-            "first_line": text.splitlines()[0] if text else "", "text": text}
-
-
-def step(key, fn):
-    try:
-        value = fn()
-    except Exception as e:
-        value = {"raised": describe(e)}
-    obs(key, value)
-
-
-def wait_until(fn, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not fn() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
+from _obs import describe, obs, step, wait_until  # noqa: F401
 
 import os  # noqa: E402
 
