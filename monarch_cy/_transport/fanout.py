@@ -30,7 +30,8 @@ import struct
 
 from monarch_cy import _config
 from monarch_cy._transport.protocol import MAX_HEADER
-from monarch_cy._transport.unix_records import SCHEME, is_incarnation_of, new_incarnation, path_of
+from monarch_cy._transport.unix_records import (SCHEME, link_incarnation, new_incarnation,
+                                              path_of, unlink_quietly)
 
 __all__ = ["SUFFIX", "addr_of", "FanoutInbox", "pack_route", "call_template",
            "pack_message"]
@@ -112,31 +113,16 @@ class FanoutInbox:
             ls.setblocking(False)
             ls.bind(self.target)
             ls.listen(4096)
-            self._link()
+            link_incarnation(self.path, self.target, self.incarnation)
             self._fwd = Forwarder(ls.fileno(), self.path.encode(),
                                   self.incarnation.encode(), secret,
                                   float(_config.auth_timeout()))
         except BaseException:
             ls.close()
-            _unlink(self.target)
+            unlink_quietly(self.target)
             raise
         self._ls = ls
         self.closed = False
-
-    def _link(self) -> None:
-        tmp = self.target + ".link"
-        os.symlink(self.incarnation, tmp)
-        try:
-            old = os.readlink(self.path)
-        except OSError:
-            old = None
-        try:
-            os.replace(tmp, self.path)
-        except BaseException:
-            _unlink(tmp)
-            raise
-        if old is not None and old != self.incarnation and is_incarnation_of(self.path, old):
-            _unlink(os.path.join(os.path.dirname(self.path), old))
 
     def stats(self) -> dict:
         """The forwarder's counters (:meth:`._fanout.Forwarder.stats`)."""
@@ -150,16 +136,10 @@ class FanoutInbox:
         self.closed = True
         self._fwd.close(linger_s)
         self._ls.close()
-        _unlink(self.target)
+        unlink_quietly(self.target)
         try:
             if os.readlink(self.path) == self.incarnation:
                 os.unlink(self.path)
         except OSError:
             pass
 
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

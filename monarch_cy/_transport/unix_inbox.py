@@ -18,7 +18,7 @@ from monarch_cy._log import RateLimited
 from monarch_cy._transport._unixio import recv_into
 from monarch_cy._transport.unix_records import (
     _BATCH, _MANY, _NONCE, _ONE, _PROOF, _PROOF_LEN, _SPILL, MAX_RECORD, Again, Closed,
-    is_incarnation_of, new_incarnation, path_of, proof, split,
+    link_incarnation, new_incarnation, path_of, proof, split, unlink_quietly,
 )
 
 __all__ = ["Inbox"]
@@ -67,10 +67,10 @@ class Inbox:
             ls.setblocking(False)
             ls.bind(self.target)
             ls.listen(4096)
-            self._link()
+            link_incarnation(self.path, self.target, self.incarnation)
         except BaseException:
             ls.close()
-            _unlink(self.target)
+            unlink_quietly(self.target)
             raise
         self._ls = ls
         self._lfd = ls.fileno()
@@ -96,23 +96,6 @@ class Inbox:
         self._reading = threading.Lock()  # held by the thread inside recv()
         self._sweep = False               # the gatekeeper waits for recv() to end
         _gatekeeper().watch(self, self._lfd)
-
-    def _link(self) -> None:
-        """Point :attr:`path` at this incarnation (atomically) and remove the socket
-        file of the one it pointed at (a previous incarnation: respawn)."""
-        tmp = self.target + ".link"
-        os.symlink(self.incarnation, tmp)
-        try:
-            old = os.readlink(self.path)
-        except OSError:
-            old = None
-        try:
-            os.replace(tmp, self.path)
-        except BaseException:
-            _unlink(tmp)
-            raise
-        if old is not None and old != self.incarnation and is_incarnation_of(self.path, old):
-            _unlink(os.path.join(os.path.dirname(self.path), old))
 
     def fileno(self) -> int:
         return self._ep.fileno()
@@ -403,7 +386,7 @@ class Inbox:
         self._closing = True
         _gatekeeper().forget(self)        # before any of its fds is closed
         self._ls.close()
-        _unlink(self.target)
+        unlink_quietly(self.target)
         try:                              # unless a newer incarnation took the path
             if os.readlink(self.path) == self.incarnation:
                 os.unlink(self.path)
@@ -512,12 +495,5 @@ def _gatekeeper() -> _Gatekeeper:
             if g is None or g.pid != os.getpid():
                 g = _GATE = _Gatekeeper()
     return g
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 

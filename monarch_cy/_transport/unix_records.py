@@ -33,7 +33,7 @@ import os
 import struct
 
 __all__ = ["SCHEME", "MAX_RECORD", "Again", "Closed", "path_of", "new_incarnation",
-           "is_incarnation_of", "resolve", "remove_inbox", "proof", "proof_record", "record", "records",
+           "is_incarnation_of", "link_incarnation", "unlink_quietly", "resolve", "remove_inbox", "proof", "proof_record", "record", "records",
            "discard", "split"]
 
 
@@ -73,6 +73,33 @@ def is_incarnation_of(path: str, name: str) -> bool:
     """Whether ``name`` has the form of an incarnation name of ``path``."""
     base = os.path.basename(path)
     return len(name) == len(base) + 12 and name.startswith(base + ".") and "/" not in name
+
+
+def unlink_quietly(path: str) -> None:
+    """Remove ``path`` if it is there (a missing or unremovable file is not an error)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def link_incarnation(path: str, target: str, incarnation: str) -> None:
+    """Point the inbox link ``path`` at ``incarnation`` (the socket bound at
+    ``target``), atomically, and remove the socket file of the incarnation it pointed
+    at before (a respawned proc's predecessor)."""
+    tmp = target + ".link"
+    os.symlink(incarnation, tmp)
+    try:
+        old = os.readlink(path)
+    except OSError:
+        old = None
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
+    if old is not None and old != incarnation and is_incarnation_of(path, old):
+        unlink_quietly(os.path.join(os.path.dirname(path), old))
 
 
 def resolve(path: str) -> tuple:
