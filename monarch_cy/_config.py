@@ -261,12 +261,14 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "Seconds an owner's `__supervise__`/`__cleanup__` may run before it counts as hung "
        "(read in the actor's proc)."),
     _V("MONARCH_CY_FAULT_GRACE", "seconds0", 1.0, USER,
-       "Seconds the client has to see or recover a failure before `unhandled_fault_hook` "
-       "runs; read once, when the actor runtime is imported."),
+       "Under `MONARCH_CY_FAULT_HOOK_SKIPS_SEEN`, seconds the client has to see or "
+       "recover a failure before `unhandled_fault_hook` runs (by default it runs at "
+       "once, as Monarch's); read once, when the actor runtime is imported."),
     _V("MONARCH_CY_FAULT_HOOK_SKIPS_SEEN", "flag", False, USER,
        "`1`: a client-owned failure the program already saw (a call on it raised "
-       "`SupervisionError`) does not reach `unhandled_fault_hook` (monarch_cy's rule); "
-       "`0` (Monarch's): every failure does. The default of "
+       "`SupervisionError`) or recovered within `MONARCH_CY_FAULT_GRACE` does not reach "
+       "`unhandled_fault_hook` (monarch_cy's rule); `0` (Monarch's): every failure "
+       "does, at once, and so does each call to an actor that had failed. The default of "
        "`monarch_cy.actor.fault_hook_skips_seen`, read when the actor runtime is "
        "imported."),
     _V("MONARCH_CY_LOG_LEVEL", "choice", None, USER,

@@ -49,7 +49,8 @@ from monarch_cy._transport.auth import JobKeys
 from monarch_cy._transport.node import Node
 from monarch_cy._transport.protocol import (CAST, CC_ENSURE, HB_TREE, HEARTBEAT,
                                             HEARTBEAT_ACK, LOG, MESH_CTL, REVIVE, SEEN,
-                                            SPAWN, SPAWN_TREE, STOP, STOP_TREE, SUPERVISE)
+                                            SPAWN, SPAWN_TREE, STOP, STOP_TREE, SUPERVISE,
+                                            UNDELIVERABLE)
 
 __all__ = ["CONTROLLER_HANDLERS", "WORKER_HANDLERS", "WORKER_MODULES",
            "make_controller_node", "install_worker"]
@@ -69,6 +70,7 @@ CONTROLLER_HANDLERS = {
     LOG: logs.handle_log,                       # workers' output
     SUPERVISE: failures.handle_supervise,       # an actor the client owns failed
     SEEN: failures.handle_seen,                 # a caller saw an actor's failure
+    UNDELIVERABLE: failures.handle_undeliverable,  # a call reached a failed actor
     HEARTBEAT_ACK: heartbeat.handle_ack,
     MESH_CTL: handle_mesh_ctl,                  # remote views and workers ask
     CC_ENSURE: controllers.handle_ensure,       # get_or_spawn_controller's registry
@@ -84,6 +86,7 @@ WORKER_HANDLERS = {
     HEARTBEAT: heartbeat.handle_heartbeat,
     REVIVE: _revive,
     SEEN: _ignore,                              # only the controller keeps sightings
+    UNDELIVERABLE: cast_tree.pass_undeliverable,  # up the cast tree to the caller
     MESH_CTL: handle_mesh_ctl,                  # a worker owns the meshes it started
 }
 

@@ -115,6 +115,10 @@ class PortTable:
         self._relays[pid] = relay
         return pid
 
+    def relay(self, port_id: int):
+        """The relay of ``port_id``, or None once it is closed."""
+        return self._relays.get(port_id)
+
     def close_relay(self, port_id: int) -> None:
         """Forget the relay of ``port_id``.  Idempotent."""
         self._relays.pop(port_id, None)

@@ -28,7 +28,8 @@ from __future__ import annotations
 import pickle
 
 __all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
-           "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "MESH_CTL",
+           "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "UNDELIVERABLE",
+           "MESH_CTL",
            "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE", "SPAWN_TREE",
            "STOP_TREE",
            "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
@@ -48,6 +49,9 @@ HEARTBEAT_ACK = 17  # proc -> controller
 SUPERVISE = 18     # an unhandled failure, reported to the controller
 REVIVE = 19        # (REVIVE, proc key): that proc was respawned, calls reach it again
 SEEN = 20          # (SEEN, actor addr): a caller has observed that actor's failure
+UNDELIVERABLE = 21  # (UNDELIVERABLE, port id, endpoint, dest, why, data len): to a
+#                    caller, before the error reply, when its call reached an actor
+#                    that had already failed or stopped (Monarch bounces the message)
 MESH_CTL = 22      # (MESH_CTL, op, mesh id, reply addr, port id, reply key): mesh views
 CC_ENSURE = 23     # get_or_spawn_controller's registry
 CAST = 24          # (CAST, method, reply addr, port id, reply key, extent, mode) +

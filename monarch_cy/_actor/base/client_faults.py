@@ -19,24 +19,28 @@ Vocabulary
   no ``__supervise__`` or one that does not return within ``supervise_timeout()``
   fails the owner in turn (its failure names the child's), which reaches *its*
   owner, and so on.
-* The client handles a failure when the program called ``respawn`` or ``stop`` on
-  its proc mesh, or a restart policy respawned it, within ``FAULT_GRACE_S`` (default
-  1 s, ``MONARCH_CY_FAULT_GRACE``) of the failure (neither exists in Monarch, so a
-  Monarch program never does either).  With ``monarch_cy.actor.fault_hook_skips_seen
-  = True`` (monarch_cy's opt-in; ``MONARCH_CY_FAULT_HOOK_SKIPS_SEEN=1``) it also
-  handles one the program *saw*: some call on the failed proc or actor raised
-  ``SupervisionError`` (pending when it failed, or made later).  By default, as in
-  Monarch, a failure the program saw still reaches the hook.  Otherwise
-  ``monarch_cy.actor.unhandled_fault_hook(failure)`` runs, in a thread of its own
-  (a hook that blocks delays nothing else).  As in Monarch, the default hook calls
+* By default, as in Monarch, every failure the client owns reaches the hook as soon
+  as the client hears of it, one the program already saw as a ``SupervisionError``
+  included; only a restart policy (monarch_cy's; Monarch has none) handles it first.
+  And as in Monarch, each later call the client makes to an actor that had already
+  failed or stopped (its proc still up) reaches the hook too, as an "undeliverable
+  message" failure (:func:`client_undeliverable`), besides failing that call.
+* With ``monarch_cy.actor.fault_hook_skips_seen = True`` (monarch_cy's opt-in;
+  ``MONARCH_CY_FAULT_HOOK_SKIPS_SEEN=1``) the client has ``FAULT_GRACE_S`` (default
+  1 s, ``MONARCH_CY_FAULT_GRACE``) to handle a failure: it does when the program
+  called ``respawn`` or ``stop`` on its proc mesh, or *saw* it (some call on the
+  failed proc or actor raised ``SupervisionError``, pending when it failed or made
+  later); undeliverable calls are seen by definition and never reach the hook.
+* A failure nobody handled runs ``monarch_cy.actor.unhandled_fault_hook(failure)``,
+  in a thread of its own (a hook that blocks delays nothing else).  As in Monarch, the default hook calls
   ``sys.exit(1)``, and a hook that raises leaves the fault unhandled: the report is
   printed to stderr and the main thread gets a ``KeyboardInterrupt`` (at its next
   Python instruction: a main thread blocked in ``Future.get`` wakes at once); a hook
   that returns drops it.  Replace it by assignment:
   ``monarch_cy.actor.unhandled_fault_hook = fn``.
-  It runs exactly once per unhandled failure; failures still within their grace
-  when the interpreter exits get it at exit (:func:`flush_at_exit`), before the
-  procs are stopped, rather than being lost.
+  It runs exactly once per unhandled failure; under the opt-in, failures still
+  within their grace when the interpreter exits get it at exit
+  (:func:`flush_at_exit`), before the procs are stopped, rather than being lost.
 * Stopping a mesh on purpose is not a failure.
 """
 
@@ -51,7 +55,7 @@ from monarch_cy._actor.base.failure import MeshFailure
 from monarch_cy._transport.current import current_node
 
 __all__ = ["unhandled_fault_hook", "fault_hook_skips_seen", "FAULT_GRACE_S",
-           "client_failure", "has_pending", "note_seen",
+           "client_failure", "client_undeliverable", "has_pending", "note_seen",
            "forget_seen", "note_recovered", "flush_at_exit", "HOOK_CALLS"]
 
 FAULT_GRACE_S = _config.fault_grace()      # MONARCH_CY_FAULT_GRACE, read once
@@ -137,20 +141,32 @@ HOOK_CALLS = []              # (time, failure): for tests and diagnostics (bound
 
 def client_failure(node, failure: MeshFailure, keys, state=None,
                    handled: bool = False, seen: bool = False) -> None:
-    """Register a failure owned by the client; the hook runs after the grace unless
-    it is handled meanwhile.  ``handled``: a restart policy took it; ``seen``: a
-    pending call already failed with it.  ``keys``: proc keys / actor addresses
-    whose failing calls count as the program having seen it (only with
-    ``fault_hook_skips_seen``).  Thread-safe."""
+    """A failure owned by the client: unless ``handled`` (a restart policy took it),
+    the hook runs now (Monarch's rule) or, under ``fault_hook_skips_seen``, after the
+    grace unless the program handles it meanwhile.  ``seen``: a pending call already
+    failed with it.  ``keys``: proc keys / actor addresses whose failing calls count
+    as the program having seen it (only under the opt-in).  Thread-safe."""
+    if not _skips_seen():
+        if not handled:
+            _start_hook(failure)
+        return
     now = time.monotonic()
     keys = frozenset(keys)
     with _lock:
-        if _skips_seen() and (seen or any(
-                now - _seen_recent.get(k, -1e9) < FAULT_GRACE_S + 1 for k in keys)):
+        if seen or any(now - _seen_recent.get(k, -1e9) < FAULT_GRACE_S + 1 for k in keys):
             handled = True
         p = _Pending(failure, keys, state, handled)
         _pending.append(p)
     node.add_timer(FAULT_GRACE_S, lambda: _expire(p))
+
+
+def client_undeliverable(failure: MeshFailure) -> None:
+    """A call of the client reached an actor that had already failed or stopped:
+    Monarch's hook hears of it (``failure``: :func:`.failure.undeliverable`); under
+    ``fault_hook_skips_seen`` the failed call is the program seeing it, and nothing
+    runs.  Thread-safe."""
+    if not _skips_seen():
+        _start_hook(failure)
 
 
 def has_pending() -> bool:
@@ -197,9 +213,14 @@ def _expire(p: _Pending) -> None:
             return
         if p.handled:
             return
-        HOOK_CALLS.append((time.monotonic(), p.failure))
+    _start_hook(p.failure)
+
+
+def _start_hook(failure: MeshFailure) -> None:
+    with _lock:
+        HOOK_CALLS.append((time.monotonic(), failure))
         del HOOK_CALLS[:-100]
-    threading.Thread(target=_run_hook, args=(p.failure,), daemon=True,
+    threading.Thread(target=_run_hook, args=(failure,), daemon=True,
                      name="monarch_cy-fault-hook").start()
 
 

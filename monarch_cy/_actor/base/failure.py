@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from monarch_cy._errors import SupervisionError
 
-__all__ = ["MeshFailure", "actor_who", "with_tail"]
+__all__ = ["MeshFailure", "actor_who", "with_tail", "undeliverable", "CLIENT_WHO"]
 
 
 class MeshFailure:
@@ -26,8 +26,10 @@ class MeshFailure:
     ``"actor"``, ``"unhandled"``: an actor that failed because it did not handle
     its child's failure, ``children[0]``, so its ``report()`` is the child's, as
     Monarch's; or ``"raised"``: its ``__supervise__`` raised ``cause`` while handling
-    ``children[0]``), ``details`` (more lines for the report), ``children`` (the
-    unhandled child failures that caused this one), :meth:`root`.  Picklable.
+    ``children[0]``; or ``"undeliverable"``: a call of the client reached an actor
+    that had already failed or stopped, :func:`undeliverable`), ``details`` (more
+    lines for the report), ``children`` (the unhandled child failures that caused
+    this one), :meth:`root`.  Picklable.
     """
 
     __slots__ = ("mesh_name", "ranks", "cause", "kind", "details", "children", "addrs",
@@ -149,6 +151,30 @@ def actor_who(cls_path: str, mesh_name: str, point, owner: str = "<root>") -> st
     that actor's name, ``owner``, in front instead of ``<root>``)."""
     where = repr(point) if len(point) else ""
     return f"{owner}.<{cls_path} {mesh_name}{where}>"
+
+
+#: How Monarch names the client (the controller's own actor) in failure texts.
+CLIENT_WHO = "<monarch._src.actor.actor_mesh.RootClientActor client>"
+
+
+def undeliverable(endpoint: str, adverb, sender: str, dest: str, why: str,
+                  data_len: int) -> MeshFailure:
+    """The failure Monarch's client hook gets when a call of the client reached an
+    actor that had already failed or stopped (Monarch bounces the message back to
+    its sender): ``mesh_name`` ``'<none>'``, no ranks, the client as the failed
+    actor, and the bounce described line by line as Monarch does.  ``endpoint``:
+    ``mesh.method()``; ``adverb``: ``call_one``, ``call``, ``choose``, ``stream`` or
+    None (a message sent with ``broadcast`` or to a user's port: the top line then
+    names ``dest``); ``why``: ``"failed"`` or ``"stopped"``.  ``sender``, ``dest``,
+    the message type and ``data_len`` (the call's payload in bytes) are monarch_cy's
+    own (Monarch's name its internal actors and wire format)."""
+    top = (f"undeliverable message for {endpoint} ({adverb})" if adverb
+           else f"undeliverable message to {dest}")
+    cause = (f"{top}:\n\tdescription: delivery of message from sender to dest failed\n"
+             f"\tsender: {sender}\n\tdest: {dest}\n\tmessage type: monarch_cy::call\n"
+             f"\tdata_len: {data_len}\n"
+             f"\terror: delivery failure: invalid reference {dest}: actor {why}\n")
+    return MeshFailure("<none>", (), cause, "undeliverable", who=CLIENT_WHO)
 
 
 def with_tail(cause: str, lines) -> str:

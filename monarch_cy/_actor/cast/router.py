@@ -138,6 +138,10 @@ class Tracked(BaseCollector):
         return self.inner.rank
 
     @property
+    def adverb(self):
+        return getattr(self.inner, "adverb", None)
+
+    @property
     def streaming(self) -> bool:
         return self.inner.streaming
 

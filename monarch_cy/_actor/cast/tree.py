@@ -266,6 +266,16 @@ def _send_fan(node, plan: Plan, name, reply_addr, port_id, key, ext, data,
                          *extras])
 
 
+def pass_undeliverable(node, hdr, data, extras) -> None:
+    """UNDELIVERABLE at a forwarder (a call reached an actor below that had already
+    failed or stopped): up to whoever the relay of that port answers, ahead of the
+    error reply it will pass on.  A port that is no relay (an actor's own call) is
+    the caller's business: nothing to do."""
+    relay = node.relay(hdr[1])
+    if relay is not None:
+        node.send(relay.addr, [pack((hdr[0], relay.port, *hdr[2:]))])
+
+
 class Relay:
     """A forwarder's port for the replies of its subtree (``RELAY`` and ``GATHER``
     casts), so that the sender receives about one message per head instead of one per

@@ -54,7 +54,8 @@ from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
 from monarch_cy._actor.model.ports import Port
 from monarch_cy._transport import unixsock, wire
 from monarch_cy._transport.cork import MAX_BURST
-from monarch_cy._transport.protocol import SEEN, SUPERVISE, pack, pack_call, unpack_call
+from monarch_cy._transport.protocol import (SEEN, SUPERVISE, UNDELIVERABLE, pack, pack_call,
+                                            unpack_call)
 
 __all__ = ["handle_spawn", "ActorHost"]
 
@@ -523,6 +524,11 @@ class ActorHost:
                                      f"actor had failed ({self.failed.cause})", "actor",
                                      "", (failure,), (self.addr,), self.who))
             return
+        if raddr and not method.startswith("__"):   # Monarch bounces it to the caller
+            why = "stopped" if isinstance(self.failed, MeshStoppedError) else "failed"
+            self.node.send(raddr, [pack((UNDELIVERABLE, port_id,
+                                         f"{self.name}.{method.lstrip('!')}()",
+                                         f"{self.who}@{self.addr}", why, len(data)))])
         if port_id:
             self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
             if not self._seen_sent and not isinstance(self.failed, MeshStoppedError):

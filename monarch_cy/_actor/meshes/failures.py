@@ -13,15 +13,16 @@ from __future__ import annotations
 import pickle
 
 from monarch_cy._actor.base import client_faults, state as _state
-from monarch_cy._actor.base.failure import MeshFailure, actor_who, failure_mesh_name, with_tail
+from monarch_cy._actor.base.failure import (MeshFailure, actor_who, failure_mesh_name,
+                                            undeliverable, with_tail)
 from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.launch.proc_output import note_failure, tail_of
 from monarch_cy._actor.meshes import respawn
 from monarch_cy._actor.meshes.proc_state import addrs_on, broadcast_dead
 from monarch_cy._actor.model.actor import post_to
 
-__all__ = ["on_exit", "on_silent", "handle_supervise", "handle_seen", "maybe_restart",
-           "describe_exit"]
+__all__ = ["on_exit", "on_silent", "handle_supervise", "handle_seen",
+           "handle_undeliverable", "maybe_restart", "describe_exit"]
 
 
 def describe_exit(code: int) -> str:
@@ -135,3 +136,17 @@ def handle_supervise(node, hdr, data, extras) -> None:
 def handle_seen(node, hdr, data, extras) -> None:
     """SEEN in the controller: a caller observed that actor's failure."""
     client_faults.note_seen(hdr[1])
+
+
+def handle_undeliverable(node, hdr, data, extras) -> None:
+    """UNDELIVERABLE in the controller: a call of the client reached an actor that had
+    already failed or stopped; its error reply follows.  Monarch's hook hears of it,
+    naming the call by its adverb (the collector's: ``call_one``, ``call``...; port
+    0: a ``broadcast``, named by its destination).  A broadcast that went down the
+    cast tree is bounced to its forwarder, which cannot tell whose it was: no hook."""
+    _, port_id, endpoint, dest, why, data_len = hdr[:6]
+    col = node.port(port_id) if port_id else None
+    if port_id and col is None:      # timed out, or not a port of the client's
+        return
+    client_faults.client_undeliverable(undeliverable(
+        endpoint, getattr(col, "adverb", None), f"client@{node.addr}", dest, why, data_len))

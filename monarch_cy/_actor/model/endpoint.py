@@ -33,8 +33,9 @@ from monarch_cy._actor.base.client_faults import note_seen as _seen
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.cast import reduce as tree_reduce, router as cast_router, \
     tree as cast_tree
-from monarch_cy._actor.model.ports import (AccumCollector, GatherCollector, OneCollector,
-                                           Port, ReduceCollector, StreamCollector)
+from monarch_cy._actor.model.ports import (AccumCollector, ChooseCollector, GatherCollector,
+                                           OneCollector, Port, ReduceCollector,
+                                           StreamCollector)
 from monarch_cy._actor.model.routed import RoutedSend
 from monarch_cy._transport.current import current_node
 from monarch_cy._transport.protocol import pack_call
@@ -255,7 +256,7 @@ class Endpoint(RoutedSend, Generic[P, R]):
                              f"{mesh._name} has {len(granks)} (slice it first)")
         return self._one(granks[0], args, kwargs, mesh._ext)
 
-    def _one(self, g, args, kwargs, ext=None) -> Future:
+    def _one(self, g, args, kwargs, ext=None, collector=OneCollector) -> Future:
         # The hot path of call_one/choose: _prepare and _check_self inlined.
         mesh = self._mesh
         node = current_node()
@@ -269,9 +270,9 @@ class Endpoint(RoutedSend, Generic[P, R]):
         if cast_router.ROUTERS and node.is_controller and \
                 mesh._addrs[0] in cast_router.ROUTERS:       # cast down a tree before
             fut = _make(node)
-            self._send(node, (g,), (proc,), OneCollector(fut, proc, mesh._name, g,
-                                                         f"{mesh._name}.{self._name}()",
-                                                         mesh._who), args,
+            self._send(node, (g,), (proc,), collector(fut, proc, mesh._name, g,
+                                                      f"{mesh._name}.{self._name}()",
+                                                      mesh._who), args,
                        kwargs, ext=ext)
             return fut
         cause = _proc_failure(node, proc)
@@ -286,8 +287,8 @@ class Endpoint(RoutedSend, Generic[P, R]):
             raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
                             f"sent: {e}") from e.__cause__
         fut = _make(node)
-        col = OneCollector(fut, proc, mesh._name, g, f"{mesh._name}.{self._name}()",
-                           mesh._who)
+        col = collector(fut, proc, mesh._name, g, f"{mesh._name}.{self._name}()",
+                        mesh._who)
         addr = mesh._addrs[g]
         inst = getattr(_LOCAL, "instance", None)
         if inst is not None and inst.sync and addr == inst.addr:
@@ -313,7 +314,7 @@ class Endpoint(RoutedSend, Generic[P, R]):
         if ext is None:     # as Monarch: the chosen actor is rank 0 of a slice of one
             labels = mesh._shape.labels
             ext = mesh.__dict__["_ext_one"] = pickle.dumps((labels, (1,) * len(labels)), 5)
-        return self._one(granks[mesh._rr], args, kwargs, ext)
+        return self._one(granks[mesh._rr], args, kwargs, ext, ChooseCollector)
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         granks = self._mesh._granks()

@@ -35,7 +35,8 @@ from monarch_cy._actor.base.value_mesh import ValueMesh
 from monarch_cy._actor.cast.reduce import fold_error, merge_how
 from monarch_cy._transport.ports import BaseCollector
 
-__all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "GatherCollector",
+__all__ = ["Port", "PortReceiver", "Channel", "OneCollector", "ChooseCollector",
+           "GatherCollector",
            "StreamCollector", "AccumCollector", "ReduceCollector"]
 
 R = TypeVar("R")
@@ -77,6 +78,7 @@ def _endpoint_of(call) -> str:
 
 class OneCollector(BaseCollector):
     __slots__ = ("fut", "proc", "actor", "rank", "call", "who")
+    adverb = "call_one"       # how the call was made, in Monarch's failure texts
 
     def __init__(self, fut, proc, actor, rank, call=None, who=None):
         self.fut, self.proc, self.actor, self.rank = fut, proc, actor, rank
@@ -98,8 +100,15 @@ class OneCollector(BaseCollector):
         return True
 
 
+class ChooseCollector(OneCollector):
+    """``choose``'s: one actor's reply, as ``call_one``'s."""
+    __slots__ = ()
+    adverb = "choose"
+
+
 class GatherCollector(BaseCollector):
     __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got", "call", "who")
+    adverb = "call"
     streaming = False          # nothing is resolved before the last reply
 
     def __init__(self, fut, shape, procs, actor, call=None, who=None):
@@ -159,6 +168,7 @@ class GatherCollector(BaseCollector):
 
 class StreamCollector(BaseCollector):
     __slots__ = ("futs", "next", "procs", "actor", "got", "call", "who")
+    adverb = "stream"
     streaming = True
 
     def __init__(self, futs, procs, actor, call=None, who=None):

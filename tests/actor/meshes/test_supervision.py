@@ -141,6 +141,52 @@ def test_seen_failure_reaches_hook_unless_skips_seen(hook, monkeypatch, skip):
     pm.stop().get(10)
 
 
+@pytest.mark.parametrize("skip", [False, True], ids=["monarch", "skips_seen"])
+def test_call_to_a_failed_or_stopped_actor_reaches_hook_as_undeliverable(hook, monkeypatch,
+                                                                          skip):
+    """Monarch's rule: a call of the client that reaches an actor already failed (its
+    proc up) fails, and the hook hears of it as an undeliverable message naming the
+    call and its adverb; after an actor mesh stop, as 'actor stopped'.  Under the
+    opt-in the call's error is the program seeing it: the hook hears nothing.  Four
+    procs, so that the fan-out-2 pass of the suite sends the call down the tree."""
+    monkeypatch.setattr(api, "fault_hook_skips_seen", skip)
+    pm = this_host().spawn_procs(per_host={"gpus": 4})
+    m = pm.spawn("bounce", Victim)
+    with pytest.raises(SupervisionError):
+        m.slice(gpus=3).sys_exit.call_one().get(10)
+    with pytest.raises(SupervisionError, match="SystemExit"):
+        m.ping.call(1).get(10)
+    with pytest.raises(SupervisionError):
+        m.slice(gpus=3).ping.choose(1).get(10)
+    assert m.slice(gpus=0).ping.call_one(2).get(10) == 2
+    other = pm.slice(gpus=0).spawn("stopped", Victim)
+    other.stop().get(10)
+    with pytest.raises(SupervisionError):
+        other.ping.call_one(3).get(10)
+    if skip:
+        time.sleep(1.3)                 # past the grace
+        assert [f for f in hook if f.kind == "undeliverable"] == []
+        pm.stop().get(10)
+        return
+    assert _wait(lambda: len(hook) >= 4, 5), hook
+    time.sleep(0.2)
+    bounced = [f for f in hook if f.kind == "undeliverable"]
+    assert len(bounced) == 3 and len(hook) == 4, hook       # and the failure itself
+    for f in bounced:
+        assert f.mesh_name == "<none>" and f.ranks == () and f.crashed_ranks == []
+        assert f.report().startswith("The actor <monarch._src.actor.actor_mesh."
+                                     "RootClientActor client> and all its descendants")
+    tops = sorted(str(f).splitlines()[1].strip() for f in bounced)
+    assert tops == ["undeliverable message for bounce.ping() (call):",
+                    "undeliverable message for bounce.ping() (choose):",
+                    "undeliverable message for stopped.ping() (call_one):"], tops
+    errors = sorted(ln.strip() for f in bounced for ln in str(f).splitlines()
+                    if "error:" in ln)
+    assert [e.rsplit(": ", 1)[1] for e in errors] == ["actor failed", "actor failed",
+                                                      "actor stopped"], errors
+    pm.stop().get(10)
+
+
 def test_unseen_failure_reaches_hook_once_per_actor_mesh(hook):
     """A proc's death reaches the hook once per actor mesh on it, named as Monarch
     names that mesh's actor."""

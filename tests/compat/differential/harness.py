@@ -39,10 +39,11 @@ OBS = "@@obs "
 
 # -- normalization --------------------------------------------------------------------
 
-# Base58 (no 0, O, I, l), as Monarch's random ids; 11 characters with at least one capital
-# or digit, so that ordinary words are never taken for ids.
+# Base58 (no 0, O, I, l), as Monarch's random ids: a u64 in base 58, 11 characters or,
+# about one time in 40, 10; with at least one capital or digit, so that ordinary words
+# are never taken for ids.
 _B58 = "[1-9A-HJ-NP-Za-km-z]"
-_RANDOM_ID = rf"(?=[a-z]*[1-9A-HJ-NP-Z]){_B58}{{11}}"
+_RANDOM_ID = rf"(?=[a-z]*[1-9A-HJ-NP-Z]){_B58}{{10,11}}(?!{_B58})"
 _FRAME = re.compile(r'^(?P<indent>[ \t]*)File "(?P<path>[^"]+)", line \d+, in \S+$')
 
 
@@ -89,6 +90,14 @@ def collapse_runtime_frames(text: str) -> str:
 RULES = [
     ("scenario path", None, "<scenario>",
      "the scenario's absolute path (the checkout's location)"),
+    ("bounced message", r"(?m)^(\s*(?:sender|dest|message type|data_len): ).*$",
+     r"\1<internal>", "an undeliverable message's sender, destination, type and size "
+     "name each system's internal actors and wire format (the lines themselves, the "
+     "call's endpoint and adverb and the reason are compared)"),
+    ("bounced to", r"(?m)(undeliverable message to ).*$", r"\1<internal>",
+     "as above: the top line of a bounced message sent with no reply port (broadcast)"),
+    ("bounced reference", r"(?m)(invalid reference ).*(: actor \w+)$", r"\1<internal>\2",
+     "as above: the reference that could not be delivered to"),
     ("temp dir", r"(?:/tmp|/var/tmp|" + re.escape(tempfile.gettempdir()) + r")/diff-[\w.-]+",
      "<tmpdir>", "folders the scenarios make with tempfile (prefix diff-)"),
     ("address", r"\b(?:ipc|tcp|unix|metatls|local)://[^\s,)>\]'\"]*", "<addr>",

@@ -29,12 +29,6 @@ def _disagrees(reason: str):
 # What the default hook prints, and the exception that ends the main thread.
 FAULT_HOOK_STDERR = (r"^Unhandled monarch error", r"^(KeyboardInterrupt|SystemExit|\w+Error)\b")
 
-UNDELIVERABLE = (
-    "Monarch's hook is also called for each later call to the dead actor (a"
-    "n 'undeliverable message' failure naming its internal client actor and"
-    " addresses); monarch_cy raises the call's SupervisionError and does no"
-    "t call the hook again")
-
 SCENARIOS = [
     pytest.param("endpoint_exception.py", (), (), id="endpoint_exception"),
     pytest.param("base_exception.py", ("systemexit",), (), id="base_exception-SystemExit"),
@@ -49,36 +43,24 @@ SCENARIOS = [
         "until the caller's timeout")),
     pytest.param("fault_hook_default.py", (), FAULT_HOOK_STDERR, id="fault_hook_default"),
     pytest.param("supervise_result.py", ("true",), (), id="supervise_returns_true"),
-    pytest.param("supervise_result.py", ("false",), (), id="supervise_returns_false",
-                 marks=_disagrees(
-        "the outcome and every text agree (the parent fails; its callers get the "
-        "child's failure, named as the child; the hook's failure 'failed because it "
-        "did not handle a supervision event from its child') but one: " + UNDELIVERABLE)),
-    pytest.param("supervise_result.py", ("raise",), (), id="supervise_raises",
-                 marks=_disagrees(
-        "as supervise_returns_false, with Monarch's texts for a __supervise__ that "
-        "raised ('RuntimeError: supervise raised', 'This error occurred while "
-        "handling another failure:'); only: " + UNDELIVERABLE)),
+    pytest.param("supervise_result.py", ("false",), (), id="supervise_returns_false"),
+    pytest.param("supervise_result.py", ("raise",), (), id="supervise_raises"),
     pytest.param("dispatch_order.py", (), (), id="dispatch_order"),
-    pytest.param("explicit_port.py", (), (), id="explicit_port", marks=_disagrees(
-        "the outcome and every text agree (an exception in an explicit-port endpoint "
-        "fails the actor: actor explicitly aborted due to: <traceback>) but one: "
-        + UNDELIVERABLE)),
-    pytest.param("abort.py", (), (), id="abort", marks=_disagrees(
-        "the abort and every text agree but one: " + UNDELIVERABLE)),
+    pytest.param("explicit_port.py", (), (), id="explicit_port"),
+    pytest.param("abort.py", (), (), id="abort"),
+    pytest.param("undeliverable.py", (), (), id="undeliverable"),
     pytest.param("current_rank_slice.py", (), (), id="current_rank_slice"),
     pytest.param("stop_cleanup.py", (), (), id="stop_cleanup", marks=_disagrees(
         "__cleanup__ runs, the workers' interpreters finalize (a module global's "
         "__del__ runs) and the texts agree but for two things: calls after a stop "
         "raise MeshStoppedError, a subclass of SupervisionError (Monarch: "
         "SupervisionError itself), and after an actor mesh stop name the actor as "
-        "'<root>.<__main__.A a{...}>' where Monarch prints its internal address; and "
-        + UNDELIVERABLE)),
+        "'<root>.<__main__.A a{...}>' where Monarch prints its internal address")),
     pytest.param("mesh_text.py", (), (), id="mesh_text"),
     pytest.param("nested_stop.py", (), (), id="nested_stop", marks=_disagrees(
         "stopping a parent stops the mesh it spawned first (both __cleanup__s run) as "
         "in Monarch; a later call to the stopped child raises MeshStoppedError at "
-        "once where Monarch's hangs until the caller's timeout, and " + UNDELIVERABLE)),
+        "once where Monarch's hangs until the caller's timeout")),
 ]
 
 
