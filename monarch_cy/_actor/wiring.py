@@ -48,7 +48,7 @@ from monarch_cy._actor.meshes.proc_stop import stop_all
 from monarch_cy._transport.auth import JobKeys
 from monarch_cy._transport.node import Node
 from monarch_cy._transport.protocol import (CAST, CC_ENSURE, HB_TREE, HEARTBEAT,
-                                            HEARTBEAT_ACK, LOG, MESH_CTL, REVIVE, SEEN,
+                                            HEARTBEAT_ACK, MESH_CTL, REVIVE, SEEN,
                                             SPAWN, SPAWN_TREE, STOP, STOP_TREE, SUPERVISE,
                                             UNDELIVERABLE)
 
@@ -67,7 +67,6 @@ def _ignore(node, hdr, data, extras) -> None:
 # kind -> handler(node, header, payload, extra frames); run in the node's pump.
 CONTROLLER_HANDLERS = {
     SPAWN: handle_spawn,                        # actors of this_proc()
-    LOG: logs.handle_log,                       # workers' output
     SUPERVISE: failures.handle_supervise,       # an actor the client owns failed
     SEEN: failures.handle_seen,                 # a caller saw an actor's failure
     UNDELIVERABLE: failures.handle_undeliverable,  # a call reached a failed actor

@@ -22,7 +22,8 @@ local procs do).  Peers without it fail the CURVE handshake and are logged; noth
 they send is read.
 
 Procs are forked by a zygote (:mod:`monarch_cy._actor.launch.launcher`) owned by the agent;
-each proc watches the agent's pid and exits when the agent dies.  The agent reports
+each proc watches the agent's pid and exits when the agent dies.  What a proc writes
+to its fds 1 and 2 is read here and sent to its controller (:mod:`.proc_capture`).  The agent reports
 every start and exit to the controller that asked, and kills that controller's procs
 when it says goodbye or is lost (no message for the heartbeat timeout, see
 :mod:`.protocol`).  ``--once``: exit after the first controller is gone.  SIGTERM /
@@ -55,6 +56,7 @@ import time
 
 from monarch_cy import _config
 from monarch_cy._hosts import protocol as P
+from monarch_cy._hosts.proc_capture import OutputRelay
 from monarch_cy._transport.secret import ENV, ENV_FILE, load_secret
 
 _HELLO_EVERY_S = 0.5     # a dialing agent's HELLO repeats this often until answered
@@ -200,10 +202,13 @@ class Agent:
                 self._send(ctl.ident, (P.ERROR, key, f"cannot start a proc: {e}"))
                 return
         cfg = dict(cfg, controller_pid=os.getpid(), rundir=self.rundir)
+        if cfg.pop("capture", False):   # its fds 1 and 2, read here, sent to ctl
+            cfg["stdio"] = self.output.open(key, ctl.ident)
         try:
             h = self._zygote().fork(cfg, full)
         except Exception as e:       # zygote gone or broken pipe
             self.zygote = None
+            self.output.drop(key)
             self._send(ctl.ident, (P.ERROR, key, f"cannot start a proc: {e}"))
             return
         ctl.procs.add(key)
@@ -212,6 +217,7 @@ class Agent:
         h._on_exit = lambda code, key=key: self._exited(key, code)
 
     def _exited(self, key: str, code: int) -> None:
+        self.output.at_exit(key)        # its last lines go before its exit
         ent = self.handles.pop(key, None)
         self.unreported.pop(key, None)
         self.kill_when_started.discard(key)
@@ -264,6 +270,9 @@ class Agent:
         self.poller.register(self.sock, zmq.POLLIN)
         self.poller.register(self.zap, zmq.POLLIN)
         self.poller.register(self.mon.sock, zmq.POLLIN)
+        self.output = OutputRelay(self.rundir,
+                                  lambda fd: self.poller.register(fd, zmq.POLLIN),
+                                  self.poller.unregister, self._send)
         self._zygote()       # boots (imports the runtime once) while nobody waits
         if self.connect:
             log.info("agent dialing the controller at %s", self.connect)
@@ -293,6 +302,8 @@ class Agent:
                             self._drop(self.ctls[b""], "disconnected")
                 elif self.zygote is not None and s == self.zygote.status_fd:
                     self._zygote_readable()
+                elif self.output.owns(s):
+                    self.output.readable(s)
             now = time.monotonic()
             if self.connect and not self.served and now - last_hello >= _HELLO_EVERY_S:
                 # IMMEDIATE drops a send made before the handshake completes, so the
@@ -338,6 +349,8 @@ class Agent:
         """Kill every proc, stop the zygote, close sockets; idempotent."""
         for key in list(self.handles):
             self._kill(key)
+        if getattr(self, "output", None) is not None:
+            self.output.close()       # off the poller: it now waits on the zygote only
         deadline = time.monotonic() + 3
         while self.handles and self.zygote is not None and time.monotonic() < deadline:
             if self.poller.poll(100):

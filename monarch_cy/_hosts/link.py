@@ -101,10 +101,15 @@ class RemoteHost:
         addresses.REMOTE_ALLOC[key] = lambda tag: self._alloc(key)
         return key, daddr
 
-    def start_proc(self, node, cfg: dict, env: dict) -> RemoteProcHandle:
-        """Ask the agent to start a proc (returns at once)."""
+    def start_proc(self, node, cfg: dict, env: dict, output=None) -> RemoteProcHandle:
+        """Ask the agent to start a proc (returns at once).  ``output``: the
+        controller's ``ProcOutput`` for it, fed with what the agent reads from the
+        proc's fds 1 and 2 (None: the proc forwards its ``sys.stdout`` itself)."""
         key = cfg["addr"]
         h = RemoteProcHandle(self, key)
+        h.output = output
+        if output is not None:
+            cfg = dict(cfg, capture=True)
         with self._lock:
             self.procs[key] = h
             state = self.state
@@ -342,6 +347,12 @@ class Hub:
             if h is not None:
                 h.pid = msg[2]
                 h._started.set()
+        elif kind == P.OUTPUT:
+            h = host.procs.get(msg[1])
+            out = h.output if h is not None else None
+            if out is not None:          # in the pump, in order, before its EXIT
+                _, _, stream, data = msg
+                self.node.call_in_pump(lambda: out.feed(stream, data))
         elif kind == P.EXIT:
             host._proc_exited(msg[1], msg[2])
         elif kind == P.ERROR:

@@ -15,8 +15,9 @@ Messages are pickled tuples, first item the kind:
 
 controller -> agent: ``(HELLO, {"ip": str|None, "timeout": s})``, ``(SPAWN, key,
 cfg, env)``, ``(KILL, key)``, ``(HB,)``, ``(BYE,)``.
-agent -> controller: ``(HELLO, info)``, ``(STARTED, key, pid)``, ``(EXIT, key,
-code)``, ``(ERROR, key, message)``, ``(HB,)``.
+agent -> controller: ``(HELLO, info)``, ``(STARTED, key, pid)``, ``(OUTPUT, key,
+stream, bytes)`` (what the proc wrote to fd 1 or 2, :mod:`.proc_capture`), ``(EXIT,
+key, code)``, ``(ERROR, key, message)``, ``(HB,)``.
 
 Heartbeats: each side sends ``HB`` every ``timeout / 5`` seconds and counts the
 other lost after ``timeout`` seconds without any message (default 10 s,
@@ -43,13 +44,13 @@ import socket
 from monarch_cy import _config
 from monarch_cy._log import RateLimited
 
-__all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "EXIT", "ERROR",
+__all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "OUTPUT", "EXIT", "ERROR",
            "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
            "log_refusal", "REFUSALS", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS",
            "log", "interface_ip", "is_loopback"]
 
-HELLO, SPAWN, KILL, HB, BYE, STARTED, EXIT, ERROR = (
-    "hello", "spawn", "kill", "hb", "bye", "started", "exit", "error")
+HELLO, SPAWN, KILL, HB, BYE, STARTED, OUTPUT, EXIT, ERROR = (
+    "hello", "spawn", "kill", "hb", "bye", "started", "output", "exit", "error")
 
 DEFAULT_PORT = 26600                 # an agent's --listen port / a controller's agent port
 DEFAULT_PROC_PORTS = (26601, 27600)  # ports the procs of one host bind (inclusive)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pickle
 
-__all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
+__all__ = ["REPLY", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
            "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "UNDELIVERABLE",
            "MESH_CTL",
            "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE", "SPAWN_TREE",
@@ -37,7 +37,6 @@ __all__ = ["REPLY", "LOG", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAK
 
 # -- node message kinds (first item of the header) -----------------------------
 REPLY = 0          # (REPLY, port id, rank, ok) + the value or error: to a waiting port
-LOG = 1            # forwarded stdout/stderr lines, to the controller's log sink
 RELEASE = 2        # (RELEASE, receiver key, [segments]): shm segments it is done with
 PROC_DEAD = 3      # (PROC_DEAD, proc key, cause[, addrs]): fail what waits on that proc
 SPAWN = 4          # (SPAWN, name, addr, rank, labels, sizes, proc rank, owner) + class

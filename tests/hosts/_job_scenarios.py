@@ -47,6 +47,57 @@ def process_job(a):
             "missing": _missing(st)}
 
 
+class RemoteWriter(Actor):
+    @endpoint
+    def write(self, tag):
+        import subprocess
+        print(f"py-{tag}", flush=True)
+        os.write(1, f"fd-out-{tag}\n".encode())
+        os.write(2, f"fd-err-{tag}\n".encode())
+        subprocess.run(["sh", "-c", f"echo child-{tag}"], check=True)
+
+    @endpoint
+    def last_words(self, text):
+        import signal
+        os.write(1, f"{text}\n".encode())
+        os.write(2, b"no newline at the end")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def remote_output(a):
+    """Procs on a host agent: what they write to fds 1 and 2 (Python, raw fds, a
+    child process) reaches this controller with their rank, a killed proc's last
+    lines come with its failure, and the controller keeps each proc's log file."""
+    import glob
+    import time
+    import monarch_cy.actor as api
+    from monarch_cy._actor.base.state import get_node
+    from monarch_cy.actor import SupervisionError
+    from monarch_cy.job import ProcessJob
+    hooked = []
+    api.unhandled_fault_hook = hooked.append
+    api.fault_hook_skips_seen = False        # Monarch's rule: the hook hears of it too
+    with ProcessJob({"hosts": 1}) as job:
+        pm = job.state(cached_path=None).hosts.spawn_procs(per_host={"gpus": 2},
+                                                            name="remote")
+        w = pm.spawn("rw", RemoteWriter)
+        w.write.call("x").get(30)
+        try:
+            w.slice(gpus=1).last_words.call_one("famous last words").get(30)
+            failure = None
+        except SupervisionError as e:
+            failure = str(e)
+        deadline = time.monotonic() + 5
+        while not hooked and time.monotonic() < deadline:
+            time.sleep(0.05)
+        logs = {}
+        for path in glob.glob(os.path.join(get_node().rundir, "logs", "remote-*.log")):
+            with open(path) as f:
+                logs[os.path.basename(path).rsplit(".", 2)[-2]] = f.read()
+        pm.stop().get(30)
+    return {"failure": failure, "hook": [f.report() for f in hooked], "logs": logs}
+
+
 def _missing(st):
     try:
         st.nope

@@ -101,3 +101,24 @@ def test_job_trait_surface():
     assert job.can_run(ProcessJob({"hosts": 1})) is False     # not running
     job.kill()                                                # idempotent, nothing ran
     assert job.active is False
+
+
+def test_remote_procs_output_is_captured_at_the_fd_level():
+    """A host agent reads its procs' fds 1 and 2 and sends the bytes to the
+    controller: Python prints, raw fd writes and a child process's output are
+    printed with the rank, a killed proc's last lines (one without a newline) are in
+    its failure and the hook's report, and the controller keeps a log file per proc."""
+    res, r = run_job("remote_output")
+    out, err = r.stdout, r.stderr
+    for rank in (0, 1):
+        assert f"[rw {rank}] py-x" in out, out
+        assert f"[proc {rank}] fd-out-x" in out, out
+        assert f"[proc {rank}] child-x" in out, out
+        assert f"[proc {rank}] fd-err-x" in err, err
+    failure = res["failure"]
+    assert failure is not None and "Killed(sig=9)" in failure, res
+    tail = failure[failure.index("the last "):]
+    assert "[proc 1] famous last words" in tail and "[proc 1] no newline at the end" in tail
+    assert res["hook"] and "[proc 1] famous last words" in res["hook"][0], res
+    assert "[proc 0] fd-out-x\n" in res["logs"]["0"], res["logs"]
+    assert "[proc 1] no newline at the end" in res["logs"]["1"], res["logs"]

@@ -27,14 +27,14 @@ def test_call_header_round_trip():
 
 
 def test_more_frames_bit_does_not_change_the_length():
-    f0 = bytearray(P.pack((P.LOG, "x" * 300)))
+    f0 = bytearray(P.pack((P.SEEN, "x" * 300)))
     f0[1] |= 0x80                               # as Node.send marks multi-frame messages
     hdr, data = P.unpack(bytes(f0))
-    assert hdr == (P.LOG, "x" * 300) and bytes(data) == b""
+    assert hdr == (P.SEEN, "x" * 300) and bytes(data) == b""
 
 
 @pytest.mark.parametrize("make", [
-    lambda big: P.pack((P.LOG, big)),
+    lambda big: P.pack((P.SEEN, big)),
     lambda big: P.pack_call("m", big, 0, 0, None, None),
 ])
 def test_oversized_headers_are_refused(make):

@@ -1,9 +1,8 @@
 """The controller's log sink: where every line a proc wrote is printed.
 
-Lines arrive here from two places, in the controller's pump: the capture of each
-local proc's fds 1 and 2 (:mod:`monarch_cy._actor.launch.proc_output`), and ``LOG``
-messages from procs whose output is not captured at the fd level (procs on remote
-hosts forward their ``sys.stdout``/``sys.stderr``, :mod:`.logs`).  Each line is
+Lines arrive here from the capture of each proc's fds 1 and 2, in the controller's
+pump (:mod:`monarch_cy._actor.launch.proc_output`; a proc on another host's bytes
+come through its agent, :mod:`monarch_cy._hosts.proc_capture`).  Each line is
 ``(mesh id, stream, who, rank, text)``: ``who`` is the actor that wrote it (its
 mesh's name; ``rank`` its rank in that mesh) or ``"proc"`` for output outside any
 actor, C code and child processes (``rank``: the proc's rank in its proc mesh).
@@ -73,12 +72,6 @@ class LogSink:
         out = sys.stdout if stream == "stdout" else sys.stderr
         out.write(f"[{who} {rank}] {text}\n")
         out.flush()
-
-    def handle(self, node, hdr, data, extras) -> None:
-        """A ``LOG`` message: a batch of complete lines (joined by newlines)."""
-        _, stream, who, rank, mesh_id, text = hdr
-        for one in text.split("\n"):
-            self.line(mesh_id, stream, who, rank, one)
 
     def _timer(self) -> None:
         if self._flush_at is not None and time.monotonic() >= self._flush_at - 1e-3:

@@ -1,7 +1,7 @@
 """A worker's output, proc side: where ``sys.stdout``/``sys.stderr`` write, and the
 actor that sets the proc's logging level.
 
-A local proc is started with its fds 1 and 2 on two FIFOs that the controller reads
+A proc is started with its fds 1 and 2 on two FIFOs that the controller reads
 (:mod:`monarch_cy._actor.launch.proc_output`; the worker's bootstrap puts them in
 place before it imports anything).  Everything written there reaches the controller:
 C code, child processes (they inherit the fds), ``print``.  ``sys.stdout`` and
@@ -12,9 +12,8 @@ is tagged with that actor (``TAG`` + name + ``SEP`` + rank + ``SEP``), which the
 controller strips and prints as the ``[name rank]`` prefix.  Untagged lines are the
 proc's (``[proc <rank>]``).
 
-A proc started without FIFOs (on a remote host, by its agent) forwards its Python
-streams instead: :class:`_Forward` sends each batch of complete lines as a ``LOG``
-message to the controller (its output at the fd level stays on that host).
+A proc on another host has the same two FIFOs on its host; its agent reads them
+and sends the bytes to the controller (:mod:`monarch_cy._hosts.proc_capture`).
 
 :func:`set_level` is Monarch's ``logging_option(level=)``: the root logger's level
 in every proc of a mesh (default ``logging.INFO``, set when the proc starts).
@@ -30,9 +29,8 @@ import threading
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.model.actor import Actor
 from monarch_cy._actor.model.endpoint import endpoint
-from monarch_cy._transport.protocol import LOG, pack
 
-__all__ = ["install_forwarding", "handle_log", "TAG", "SEP", "LevelActor", "LEVEL_NAME"]
+__all__ = ["install_forwarding", "TAG", "SEP", "LevelActor", "LEVEL_NAME"]
 
 TAG, SEP = "\x1e", "\x1f"          # marks an actor's line: TAG name SEP rank SEP text
 LEVEL_NAME = "monarch_cy_logging"
@@ -129,44 +127,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-class _Forward(_Lines):
-    """Complete lines become ``LOG`` messages to the controller (procs whose fds 1
-    and 2 are not captured)."""
-
-    def __init__(self, node, controller: str, stream: str, mesh_id: int,
-                 proc_rank: int) -> None:
-        super().__init__(stream, proc_rank)
-        self._node, self._ctl, self._mesh_id = node, controller, mesh_id
-
-    def fileno(self):
-        return 1 if self._stream == "stdout" else 2
-
-    def _emit(self, text: str, whole: bool) -> None:
-        who, rank = _who(self._proc_rank)
-        try:
-            self._node.send(self._ctl, [pack(
-                (LOG, self._stream, who, rank, self._mesh_id, text))])
-        except Exception:
-            pass
-
-
 def install_forwarding(node, cfg: dict) -> None:
     """This worker's ``sys.stdout``/``sys.stderr`` (see the module docstring), and
     the root logger's level (Monarch's default, ``INFO``)."""
-    rank, mesh_id = cfg["proc_rank"], cfg["mesh_id"]
-    if cfg.get("stdio"):
+    rank = cfg["proc_rank"]
+    if cfg.get("stdio"):          # (always, for procs monarch_cy starts)
         sys.stdout = _FdLines(1, "stdout", rank)
         sys.stderr = _FdLines(2, "stderr", rank)
-    else:
-        sys.stdout = _Forward(node, cfg["controller"], "stdout", mesh_id, rank)
-        sys.stderr = _Forward(node, cfg["controller"], "stderr", mesh_id, rank)
     import logging  # deferred: import time (the controller loads this module too)
     logging.getLogger().setLevel(logging.INFO)
-
-
-def handle_log(node, hdr, data, extras) -> None:
-    """``LOG`` in the controller: to this process's sink (made with its node)."""
-    _state.log_sink().handle(node, hdr, data, extras)
 
 
 class LevelActor(Actor):

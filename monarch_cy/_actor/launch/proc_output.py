@@ -1,13 +1,16 @@
-"""Every byte a local proc writes to fds 1 and 2: read by the controller, printed with
-its rank, kept in a file, and its last lines kept for the proc's failure.
+"""Every byte a proc writes to fds 1 and 2: read by the controller (or, for a proc on
+another host, by its agent), printed with its rank, kept in a file, and its last
+lines kept for the proc's failure.
 
 Why the controller reads, not the proc: a proc that redirected its own fds to a pipe
 read by a thread of its own would lose what that thread had not yet read when it is
 SIGKILLed (OOM killer, a segfault, ``kill -9``); a pipe outlives its writer, so the
 reader in another process still gets every byte the proc wrote before it died, and
 reads them before the proc's exit is processed.  It also costs the proc nothing: no
-thread, no wake-up, one ``write(2)`` per line.  (Procs on remote hosts, started by
-their host agent, forward ``sys.stdout``/``sys.stderr`` instead: see :mod:`..host.logs`.)
+thread, no wake-up, one ``write(2)`` per line.  (Procs on other hosts, started by
+their host agent, get the same FIFOs on their host; the agent reads them and sends
+the bytes here, where :meth:`ProcOutput.feed` takes them: see
+:mod:`monarch_cy._hosts.proc_capture`.)
 
 Per proc incarnation, :class:`ProcOutput` makes two FIFOs in the run directory
 (``<tag>.out``, ``<tag>.err``); the proc opens them as its fds 1 and 2 before it
@@ -52,8 +55,8 @@ from monarch_cy._actor.host.logs import SEP, TAG
 from monarch_cy._actor.launch.rundir import kept_logs_dir
 from monarch_cy._log import logger
 
-__all__ = ["ProcOutput", "tail_of", "note_failure", "drain_all", "flush_after_cells",
-           "keep_logs_if_failed", "LOGS", "FAILED"]
+__all__ = ["ProcOutput", "make_fifos", "read_ready", "tail_of", "note_failure", "drain_all",
+           "flush_after_cells", "keep_logs_if_failed", "LOGS", "FAILED"]
 
 LOGS = "logs"                      # the folder of log files in the run directory
 FAILED = ".failed"                 # in it: a proc failed, keep the folder at exit
@@ -79,37 +82,64 @@ def tail_lines() -> int:
     return 0 if compat is not None and compat.installed() else DEFAULT_TAIL_LINES
 
 
+def make_fifos(rundir: str, tag: str) -> tuple:
+    """The two FIFOs of one proc incarnation, ``<rundir>/<tag>.out`` and ``.err``:
+    ``(paths, {read fd: stream}, [held write fds])``.  The read ends are
+    non-blocking, with 1 MiB of pipe buffer where allowed; the held write ends keep
+    "no writer yet" from reading as end-of-file.  Used here and by host agents."""
+    paths = (os.path.join(rundir, f"{tag}.out"), os.path.join(rundir, f"{tag}.err"))
+    fds, hold = {}, []
+    for stream, path in zip(("stdout", "stderr"), paths):
+        try:
+            os.unlink(path)              # left by an incarnation that never started
+        except FileNotFoundError:
+            pass
+        os.mkfifo(path, 0o600)
+        r = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass                         # over /proc/sys/fs/pipe-max-size: keep 64 KiB
+        hold.append(os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+        fds[r] = stream
+    return paths, fds, hold
+
+
+def read_ready(fd: int):
+    """What a non-blocking read end holds now: bytes, ``b""`` at end of file (or a
+    read error), None when it holds nothing yet."""
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 class ProcOutput:
     """The output of one proc incarnation (see the module docstring).  Made in the
     thread that starts the proc; everything else runs in ``node``'s pump.
-    ``stdio``: the FIFO paths, for the proc's config."""
+    ``stdio``: the FIFO paths, for the proc's config.  ``fifos=False``: a proc on a
+    remote host, whose agent reads its FIFOs and sends the bytes here
+    (:meth:`feed`); ``stdio`` is then None."""
 
-    def __init__(self, node, mesh_id: int, mesh_name: str, rank: int, tag: str) -> None:
+    def __init__(self, node, mesh_id: int, mesh_name: str, rank: int, tag: str,
+                 fifos: bool = True) -> None:
         self.node, self.mesh_id, self.rank = node, mesh_id, rank
         rundir = node.rundir
-        self.stdio = (os.path.join(rundir, f"{tag}.out"), os.path.join(rundir, f"{tag}.err"))
-        self._fds, self._hold, self._partial = {}, [], {}
-        for stream, path in zip(("stdout", "stderr"), self.stdio):
-            try:
-                os.unlink(path)          # left by an incarnation that never started
-            except FileNotFoundError:
-                pass
-            os.mkfifo(path, 0o600)
-            r = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)
-            except OSError:
-                pass                     # over /proc/sys/fs/pipe-max-size: keep 64 KiB
-            self._hold.append(os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC))
-            self._fds[r] = stream
-            self._partial[r] = b""
+        self._fds, self._hold = {}, []
+        self._partial = {"stdout": b"", "stderr": b""}
+        self.stdio = None
+        if fifos:
+            self.stdio, self._fds, self._hold = make_fifos(rundir, tag)
         os.makedirs(os.path.join(rundir, LOGS), mode=0o700, exist_ok=True)
         self.path = os.path.join(rundir, LOGS, f"{mesh_name}-{mesh_id}.{rank}.log")
         self._file = open(self.path, "ab")
         self.tail = collections.deque(maxlen=tail_lines())
         self.exited = False
-        with _live_lock:
-            _LIVE.add(self)
+        if fifos:
+            with _live_lock:
+                _LIVE.add(self)
         for r in self._fds:
             node.watch_fd(r, self._readable)
 
@@ -117,27 +147,31 @@ class ProcOutput:
     def _readable(self, fd: int) -> bool:
         if fd not in self._fds:
             return False
-        try:
-            data = os.read(fd, 1 << 16)
-        except BlockingIOError:
+        data = read_ready(fd)
+        if data is None:
             return True
-        except OSError:
-            data = b""
         if data:
-            self._take(fd, data)
+            self._take(self._fds[fd], data)
             self._file.flush()
             return True
         self._eof(fd)
         return False
 
-    def _take(self, fd: int, data: bytes) -> None:
-        stream = self._fds[fd]
-        buf = self._partial[fd] + data
+    def feed(self, stream: str, data: bytes) -> None:
+        """Bytes the proc wrote to ``stream`` (``"stdout"``/``"stderr"``), read by its
+        host's agent (in the pump; a remote proc's output, in the order written)."""
+        if self._file.closed:            # its children wrote after it exited
+            self._file = open(self.path, "ab")
+        self._take(stream, data)
+        self._file.flush()
+
+    def _take(self, stream: str, data: bytes) -> None:
+        buf = self._partial[stream] + data
         *lines, rest = buf.split(b"\n")
         while len(rest) > _MAX_LINE:
             lines.append(rest[:_MAX_LINE])
             rest = rest[_MAX_LINE:]
-        self._partial[fd] = rest
+        self._partial[stream] = rest
         for raw in lines:
             self._line(stream, raw)
 
@@ -159,16 +193,16 @@ class ProcOutput:
         """Read what the FIFOs hold now (without waiting)."""
         for fd in list(self._fds):
             while fd in self._fds:
-                try:
-                    data = os.read(fd, 1 << 16)
-                except BlockingIOError:
-                    break
-                except OSError:
-                    data = b""
+                data = read_ready(fd)
                 if not data:
-                    break                # end of file: its watch sees it and closes
-                self._take(fd, data)
+                    break                # nothing now, or end of file (its watch closes)
+                self._take(self._fds[fd], data)
         self._file.flush()
+
+    def _flush_partial(self, stream: str) -> None:
+        if self._partial[stream]:        # its last line had no newline
+            raw, self._partial[stream] = self._partial[stream], b""
+            self._line(stream, raw)
 
     def at_exit(self) -> None:
         """The proc exited (in the pump, before its exit is reported): read its last
@@ -177,10 +211,8 @@ class ProcOutput:
             return
         self.exited = True
         self.drain()
-        for fd in list(self._fds):
-            if self._partial[fd]:        # its last line had no newline
-                raw, self._partial[fd] = self._partial[fd], b""
-                self._line(self._fds[fd], raw)
+        for stream in self._partial:
+            self._flush_partial(stream)
         self._file.flush()
         sink = _state.log_sink()
         if sink is not None:
@@ -188,6 +220,9 @@ class ProcOutput:
         for w in self._hold:
             os.close(w)
         self._hold = []
+        if self.stdio is None:           # remote: its agent sent everything before
+            self._file.close()
+            return
         for path in self.stdio:
             try:
                 os.unlink(path)
@@ -195,10 +230,7 @@ class ProcOutput:
                 pass
 
     def _eof(self, fd: int) -> None:
-        if self._partial.get(fd):
-            raw, self._partial[fd] = self._partial[fd], b""
-            self._line(self._fds[fd], raw)
-        del self._fds[fd]
+        self._flush_partial(self._fds.pop(fd))
         self.node.after_turn(lambda: os.close(fd))   # once the pump has let go of it
         if not self._fds:
             self._file.close()

@@ -86,9 +86,11 @@ class ProcStarts:
         def start():
             inc = next(incarnations)
             env = self.env(r, inc)
-            if host is not None:
-                return host.start_proc(node, cfg, env)
-            out = ProcOutput(node, self.mesh_id, self.name, r, f"p{self.mesh_id}.{r}.{inc}")
+            tag = f"p{self.mesh_id}.{r}.{inc}"
+            if host is not None:         # its agent reads its FIFOs and sends us the bytes
+                return host.start_proc(node, cfg, env, ProcOutput(
+                    node, self.mesh_id, self.name, r, tag, fifos=False))
+            out = ProcOutput(node, self.mesh_id, self.name, r, tag)
             try:
                 h = start_proc(node, dict(cfg, stdio=out.stdio), env, cmd)
             except BaseException:
