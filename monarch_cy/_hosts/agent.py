@@ -23,7 +23,8 @@ they send is read.
 
 Procs are forked by a zygote (:mod:`monarch_cy._actor.launch.launcher`) owned by the agent;
 each proc watches the agent's pid and exits when the agent dies.  What a proc writes
-to its fds 1 and 2 is read here and sent to its controller (:mod:`.proc_capture`).  The agent reports
+to its fds 1 and 2 is read here and sent to its controller (:mod:`.proc_capture`);
+its stacks are read here with py-spy when the controller asks (:mod:`.remote_stacks`).  The agent reports
 every start and exit to the controller that asked, and kills that controller's procs
 when it says goodbye or is lost (no message for the heartbeat timeout, see
 :mod:`.protocol`).  ``--once``: exit after the first controller is gone.  SIGTERM /
@@ -57,6 +58,7 @@ import time
 from monarch_cy import _config
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.proc_capture import OutputRelay
+from monarch_cy._hosts.remote_stacks import AgentStacks
 from monarch_cy._transport.secret import ENV, ENV_FILE, load_secret
 
 _HELLO_EVERY_S = 0.5     # a dialing agent's HELLO repeats this often until answered
@@ -178,6 +180,11 @@ class Agent:
             self._spawn(ctl, key, cfg, env)
         elif kind == P.KILL:
             self._kill(msg[1])
+        elif kind == P.STACKS:           # only a proc this controller started here
+            _, req, key, rank, timeout = msg
+            ent = self.handles.get(key)
+            pid = ent[1].pid if ent is not None and ent[0] == ident else None
+            self.stacks.request(ident, req, pid, int(rank), min(max(float(timeout), 0.1), 120.0))
         elif kind == P.BYE:
             self._drop(ctl, "said goodbye")
 
@@ -273,6 +280,8 @@ class Agent:
         self.output = OutputRelay(self.rundir,
                                   lambda fd: self.poller.register(fd, zmq.POLLIN),
                                   self.poller.unregister, self._send)
+        self.stacks = AgentStacks()      # py-spy for the controller, in threads
+        self.poller.register(self.stacks.fd, zmq.POLLIN)
         self._zygote()       # boots (imports the runtime once) while nobody waits
         if self.connect:
             log.info("agent dialing the controller at %s", self.connect)
@@ -302,6 +311,9 @@ class Agent:
                             self._drop(self.ctls[b""], "disconnected")
                 elif self.zygote is not None and s == self.zygote.status_fd:
                     self._zygote_readable()
+                elif s == self.stacks.fd:
+                    for ident, req, ok, value in self.stacks.answers():
+                        self._send(ident, (P.STACKS, req, ok, value))
                 elif self.output.owns(s):
                     self.output.readable(s)
             now = time.monotonic()
@@ -351,6 +363,8 @@ class Agent:
             self._kill(key)
         if getattr(self, "output", None) is not None:
             self.output.close()       # off the poller: it now waits on the zygote only
+            self.poller.unregister(self.stacks.fd)
+            self.stacks.close()
         deadline = time.monotonic() + 3
         while self.handles and self.zygote is not None and time.monotonic() < deadline:
             if self.poller.poll(100):

@@ -24,6 +24,7 @@ from collections import deque
 
 from monarch_cy._actor.launch.launcher import ProcHandle
 from monarch_cy._hosts import protocol as P
+from monarch_cy._hosts.remote_stacks import ANSWER_MARGIN_S, StackRequests
 from monarch_cy._log import logger
 from monarch_cy._errors import (HostError, HostLostError, HostRefusedError,
                                       HostUnreachableError)
@@ -120,6 +121,26 @@ class RemoteHost:
             self.hub.command(lambda: self._proc_exited(key, -9, cause))
         return h
 
+    def read_stacks(self, key: str, rank: int, timeout: float):
+        """The stacks of proc ``key`` on this host, read by its agent with py-spy
+        (blocks up to ``timeout`` + a margin): a ``ProcStacks``; raises the
+        ``StackDumpError`` the agent met (:mod:`.remote_stacks`)."""
+        from monarch_cy._stacks import ProcStacks  # deferred: only when asked
+        hub = self.hub
+        req, slot = hub.stacks.new()
+        if self.state != "up":
+            hub.stacks.forget(req)
+            return ProcStacks(rank, None, self.name,
+                              error=f"{self.name} is not available: {self.error}")
+        hub.command(lambda: hub.send(self, (P.STACKS, req, key, rank, timeout)))
+        if not slot[0].wait(timeout + ANSWER_MARGIN_S):
+            hub.stacks.forget(req)
+            return ProcStacks(rank, None, self.name, error=(
+                f"its host's agent did not answer within {timeout + ANSWER_MARGIN_S:g} s"))
+        if not slot[1]:
+            raise slot[2]
+        return slot[2]
+
     def _range(self) -> str:
         r = (self.info or {}).get("port_range")
         return f"{r[0]}-{r[1]}" if r else "(unknown)"
@@ -213,6 +234,7 @@ class Hub:
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.poller.register(self._wake, zmq.POLLIN)
         self._cmds = deque()
+        self.stacks = StackRequests()    # dump_stacks of procs on the hosts
         self.hosts = []
         self.by_sock = {}
         self.router = None
@@ -353,6 +375,8 @@ class Hub:
             if out is not None:          # in the pump, in order, before its EXIT
                 _, _, stream, data = msg
                 self.node.call_in_pump(lambda: out.feed(stream, data))
+        elif kind == P.STACKS:
+            self.stacks.answer(msg[1], msg[2], msg[3])
         elif kind == P.EXIT:
             host._proc_exited(msg[1], msg[2])
         elif kind == P.ERROR:

@@ -14,10 +14,12 @@ below are only ever read from peers that proved they hold the secret.
 Messages are pickled tuples, first item the kind:
 
 controller -> agent: ``(HELLO, {"ip": str|None, "timeout": s})``, ``(SPAWN, key,
-cfg, env)``, ``(KILL, key)``, ``(HB,)``, ``(BYE,)``.
+cfg, env)``, ``(KILL, key)``, ``(STACKS, request id, key, rank, timeout)``
+(:mod:`.remote_stacks`), ``(HB,)``, ``(BYE,)``.
 agent -> controller: ``(HELLO, info)``, ``(STARTED, key, pid)``, ``(OUTPUT, key,
 stream, bytes)`` (what the proc wrote to fd 1 or 2, :mod:`.proc_capture`), ``(EXIT,
-key, code)``, ``(ERROR, key, message)``, ``(HB,)``.
+key, code)``, ``(ERROR, key, message)``, ``(STACKS, request id, ok, value)``,
+``(HB,)``.
 
 Heartbeats: each side sends ``HB`` every ``timeout / 5`` seconds and counts the
 other lost after ``timeout`` seconds without any message (default 10 s,
@@ -45,12 +47,13 @@ from monarch_cy import _config
 from monarch_cy._log import RateLimited
 
 __all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "OUTPUT", "EXIT", "ERROR",
+           "STACKS",
            "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
            "log_refusal", "REFUSALS", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS",
            "log", "interface_ip", "is_loopback"]
 
-HELLO, SPAWN, KILL, HB, BYE, STARTED, OUTPUT, EXIT, ERROR = (
-    "hello", "spawn", "kill", "hb", "bye", "started", "output", "exit", "error")
+HELLO, SPAWN, KILL, HB, BYE, STARTED, OUTPUT, EXIT, ERROR, STACKS = (
+    "hello", "spawn", "kill", "hb", "bye", "started", "output", "exit", "error", "stacks")
 
 DEFAULT_PORT = 26600                 # an agent's --listen port / a controller's agent port
 DEFAULT_PROC_PORTS = (26601, 27600)  # ports the procs of one host bind (inclusive)

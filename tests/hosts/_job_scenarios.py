@@ -98,6 +98,37 @@ def remote_output(a):
     return {"failure": failure, "hook": [f.report() for f in hooked], "logs": logs}
 
 
+class Sleeper(Actor):
+    @endpoint
+    def nap_in_c(self, seconds):
+        import time
+        time.sleep(seconds)
+
+
+def remote_stacks(a):
+    """dump_stacks() of procs on a host agent: the agent reads them with py-spy."""
+    from monarch_cy.job import ProcessJob
+    with ProcessJob({"hosts": 1}) as job:
+        pm = job.state(cached_path=None).hosts.spawn_procs(per_host={"gpus": 2},
+                                                            name="napping")
+        m = pm.spawn("s", Sleeper)
+        pids = [p for _, p in pm.spawn("w", Worker).where.call().get(30)]
+        calls = [m.nap_in_c.call(30)]
+        import time
+        deadline = time.monotonic() + 20
+        while True:
+            stacks = pm.dump_stacks().get(60).values()
+            if all("Sleeper.nap_in_c" in s.functions() for s in stacks) or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        out = [{"rank": s.rank, "pid": s.pid, "error": s.error, "label": s.label,
+                "napping": "Sleeper.nap_in_c" in s.functions()} for s in stacks]
+        running = not any(c.done() for c in calls)
+        pm.stop().get(30)
+    return {"stacks": out, "pids": [p["pid"] for p in pids], "running": running}
+
+
 def _missing(st):
     try:
         st.nope

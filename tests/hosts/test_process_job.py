@@ -122,3 +122,14 @@ def test_remote_procs_output_is_captured_at_the_fd_level():
     assert res["hook"] and "[proc 1] famous last words" in res["hook"][0], res
     assert "[proc 0] fd-out-x\n" in res["logs"]["0"], res["logs"]
     assert "[proc 1] no newline at the end" in res["logs"]["1"], res["logs"]
+
+
+def test_dump_stacks_reads_procs_on_a_host_agent():
+    """ProcMesh.dump_stacks() of procs a host agent started: the agent runs py-spy
+    on its host and answers, by rank; the procs keep running."""
+    res, _ = run_job("remote_stacks", timeout=180)
+    stacks = res["stacks"]
+    assert [s["rank"] for s in stacks] == [0, 1], res
+    assert all(s["error"] is None and s["napping"] for s in stacks), res
+    assert sorted(s["pid"] for s in stacks) == sorted(res["pids"]), res
+    assert {s["label"] for s in stacks} == {"napping"} and res["running"], res

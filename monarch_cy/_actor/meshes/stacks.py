@@ -11,8 +11,7 @@ each proc's pid, a few at a time, in threads of its own: nothing is sent to the
 procs, so a proc stuck in C code, holding the GIL or spinning forever is read all
 the same and keeps running (why py-spy: :mod:`monarch_cy._stacks`).  The proc mesh
 ``this_proc()`` is the controller itself, read in-process.  A proc started by a host
-agent on another machine is not readable from here yet: its entry says so
-(``error``) and the others are still read.
+agent is read by that agent, on its host (:mod:`monarch_cy._hosts.remote_stacks`).
 """
 
 from __future__ import annotations
@@ -39,16 +38,13 @@ def _read_one(proc, timeout: float, label: str):
     h = proc.popen
     if h is None:                              # this_proc(): the controller itself
         out = own_stacks(proc.rank)
-    elif getattr(proc, "remote", False):
-        host = getattr(getattr(h, "host", None), "name", "a remote host")
-        out = ProcStacks(proc.rank, h.pid, host, error=(
-            "a proc started by a host agent: its stacks are not read from the "
-            "controller yet (run `py-spy dump --pid PID` on that host)"))
     elif h.returncode is not None or not proc.alive:
         out = ProcStacks(proc.rank, h.pid, "", error=f"the proc has exited "
                                                      f"(status {h.returncode})")
     elif h.pid is None:
         out = ProcStacks(proc.rank, None, "", error="the proc has not started yet")
+    elif getattr(proc, "remote", False):       # its host's agent runs py-spy
+        out = h.host.read_stacks(h.key, proc.rank, timeout)
     else:
         out = dump(h.pid, rank=proc.rank, timeout=timeout)
     return dataclasses.replace(out, label=label)
