@@ -2,7 +2,8 @@
 
 Modules, bottom up: :mod:`.config` (``TelemetryConfig``), :mod:`.providers` (the
 OpenTelemetry SDK set up in this process: OTLP export or the in-memory reader),
-:mod:`.runtime` (the one switch, and the runtime's instruments), :mod:`.api`
+:mod:`.runtime` (the one switch, and the runtime's instruments), :mod:`.propagation`
+(a call's trace context, caller to actor), :mod:`.api`
 (Monarch's ``get_meter``/``span``/``traced``, ``enable_telemetry``, reading back).
 
 Everything below :mod:`.api` imports only the standard library and

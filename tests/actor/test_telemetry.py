@@ -164,6 +164,63 @@ def test_100_calls_read_back_with_rank_mesh_endpoint_failures_and_a_respawn():
     assert [s[4] for s in got["w_spans"] if s[0] == "tm.boom"] == ["ERROR"]
 
 
+def test_trace_context_travels_with_the_call():
+    """A call is one trace: the endpoint's SERVER span in the actor is a child of the
+    caller's CLIENT span (call_one, call, an async endpoint, accumulate); the
+    context never reaches the endpoint's arguments, also in a proc that started
+    before telemetry was on (it records nothing, and its endpoint sees no extra
+    keyword)."""
+    got = _run(ACTORS + """
+    from monarch_cy.actor import Accumulator
+
+    class Kw(Actor):
+        @endpoint
+        def kw(self, *a, **kw):
+            return [list(a), sorted(kw)]
+
+        @endpoint
+        def traces(self):
+            return [(s.name, s.context.trace_id, s.context.span_id,
+                     s.parent.span_id if s.parent else None, s.parent is not None and
+                     s.parent.is_remote) for s in telemetry.finished_spans()]
+
+    early = this_host().spawn_procs(per_host={"gpus": 1}).spawn("early", Kw)
+    telemetry.enable_telemetry()
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    k = pm.spawn("tk", Kw)
+    a = pm.spawn("ta", AsyncWorker)
+    out = {"one": k.slice(gpus=0).kw.call_one(1, x=2).get(10),
+           "all": k.kw.call(3).get(10).values(),
+           "early": early.kw.call_one(4, y=5).get(10),
+           "async": a.awork.call(3).get(10).values(),
+           "acc": Accumulator(k.kw, 0, lambda acc, v: acc + len(v[1])).accumulate(
+               6).get(10)}
+    out["ctl"] = [(s.name, s.context.trace_id, s.context.span_id)
+                  for s in telemetry.finished_spans()]
+    out["w0"] = k.slice(gpus=0).traces.call_one().get(10)
+    out["w1"] = a.slice(gpus=1).spans.call_one().get(10)
+    out["early_spans"] = early.traces.call_one().get(10)
+    print(json.dumps(out))
+    pm.stop().get(10)
+    """)
+    assert got["one"] == [[1], ["x"]] and got["early"] == [[4], ["y"]], got
+    assert got["all"] == [[[3], []], [[3], []]] and got["async"] == [6, 6], got
+    assert got["acc"] == 0, got            # no keyword reached either actor
+    ctl = {}
+    for name, trace_id, span_id in got["ctl"]:
+        ctl.setdefault(name, []).append((trace_id, span_id))
+    servers = [s for s in got["w0"] if s[0] == "tk.kw"]
+    assert len(servers) == 3, got["w0"]          # call_one, call, accumulate on rank 0
+    clients = {(t, sid) for t, sid in ctl["tk.kw"]}
+    for _name, trace_id, _sid, parent, remote in servers:
+        assert (trace_id, parent) in clients and remote, (servers, clients)
+    assert len({s[1] for s in servers}) == 3      # three calls, three traces
+    (client,) = ctl["ta.awork"]
+    awork = [s for s in got["w1"] if s[0] == "ta.awork"]
+    assert len(awork) == 1 and awork[0][2] == client[1], (awork, client)
+    assert got["early_spans"] == []               # telemetry off there: nothing recorded
+
+
 def test_monarch_signatures_and_no_op_when_off():
     got = _run("""
     import inspect, json, sys

@@ -54,6 +54,7 @@ from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
 from monarch_cy._actor.model.ports import Port
 from monarch_cy._transport import unixsock, wire
 from monarch_cy._transport.cork import MAX_BURST
+from monarch_cy._telemetry.propagation import TRACE_KW
 from monarch_cy._transport.protocol import (SEEN, SUPERVISE, UNDELIVERABLE, pack, pack_call,
                                             unpack_call)
 
@@ -313,6 +314,8 @@ class ActorHost:
             fn, explicit, asy, concurrent = ent
             args, kwargs = _loads(payload) if len(frames) == 1 else \
                 node.decode(payload, frames[1:])
+            if kwargs and TRACE_KW in kwargs:    # a traced caller's context: ours
+                _msg_set((rank, ext, kwargs.pop(TRACE_KW)))
             if explicit:
                 args = (Port(raddr, port_id, rank, rkey), *args)
             if asy:

@@ -4,7 +4,8 @@
 its proc (:func:`monarch_cy._telemetry.runtime.instruments`); an actor started
 with telemetry off runs its endpoints unwrapped.  It wraps each endpoint function
 so that each run is a SERVER span ``<mesh>.<endpoint>`` (current while it runs:
-a user's ``span``/``traced`` inside nests under it) and counts the run, its
+a user's ``span``/``traced`` inside nests under it; its parent is the caller's
+CLIENT span when the call carried one) and counts the run, its
 duration and, when it raises, a failure; and it wraps the actor's message handler
 to count the bytes of each call message received.  Attributes: mesh, endpoint, rank
 (the actor's rank in its mesh), and the actor's id on spans.  Built-in messages
@@ -17,6 +18,8 @@ from __future__ import annotations
 import functools
 from time import perf_counter
 
+from monarch_cy._actor.model.actor import _message
+from monarch_cy._telemetry.propagation import parent_of
 from monarch_cy._telemetry.runtime import ACTOR, ENDPOINT, MESH, RANK
 from monarch_cy._transport.protocol import unpack_call
 
@@ -45,7 +48,8 @@ def _wrap(fn, asy, attrs, span_attrs, tel, kind):
     if asy:
         @functools.wraps(fn)
         async def traced_async(actor, *args, **kwargs):
-            with tracer.start_as_current_span(name, kind=kind, attributes=span_attrs):
+            with tracer.start_as_current_span(name, context=_caller(), kind=kind,
+                                              attributes=span_attrs):
                 t0 = perf_counter()
                 try:
                     return await fn(actor, *args, **kwargs)
@@ -59,7 +63,8 @@ def _wrap(fn, asy, attrs, span_attrs, tel, kind):
 
     @functools.wraps(fn)
     def traced(actor, *args, **kwargs):
-        with tracer.start_as_current_span(name, kind=kind, attributes=span_attrs):
+        with tracer.start_as_current_span(name, context=_caller(), kind=kind,
+                                          attributes=span_attrs):
             t0 = perf_counter()
             try:
                 return fn(actor, *args, **kwargs)
@@ -70,6 +75,13 @@ def _wrap(fn, asy, attrs, span_attrs, tel, kind):
                 latency.record(perf_counter() - t0, attrs)
                 count.add(1, attrs)
     return traced
+
+
+def _caller():
+    """The calling span's context, if the call carried one (the host keeps it with
+    the message being handled); None: the span's parent is the current span."""
+    msg = _message.get()
+    return parent_of(msg[2]) if msg is not None and len(msg) > 2 else None
 
 
 def _counting(handle, endpoints, base, counter):

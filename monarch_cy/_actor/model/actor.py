@@ -363,7 +363,7 @@ class Context:
         msg = _message.get()
         if msg is None:
             return Point(0, Extent([], []))
-        local, ext = msg
+        local, ext = msg[0], msg[1]      # (a third item: the caller's trace context)
         if ext is None:
             return self.actor_instance.rank
         return Point(local, Extent(*pickle.loads(ext)))

@@ -3,7 +3,8 @@
 :func:`install` replaces the adverbs of :class:`~.endpoint.Endpoint` (``call``,
 ``call_one``, ``choose``, ``broadcast``, ``stream``, ``Accumulator.accumulate``'s
 and ``send``'s entries) with wrappers that, around the original, count the call,
-open a CLIENT span ``<mesh>.<endpoint>`` and, once the call's Future resolves,
+open a CLIENT span ``<mesh>.<endpoint>`` (whose context travels with the call:
+:mod:`monarch_cy._telemetry.propagation`) and, once the call's Future resolves,
 record its latency and whether it failed (:mod:`monarch_cy._telemetry.runtime` names
 the instruments).  It runs once per process, when telemetry starts; until then the
 adverbs are the plain ones, so a process with telemetry off runs none of this.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import functools
 from time import perf_counter
 
+from monarch_cy._telemetry.propagation import TRACE_KW, carrier_of
 from monarch_cy._telemetry.runtime import ADVERB, ENDPOINT, MESH, RANK
 from monarch_cy._actor.model.endpoint import Endpoint
 
@@ -21,6 +23,9 @@ __all__ = ["install"]
 
 _ADVERBS = ("call", "call_one", "choose", "broadcast", "stream", "_accumulate",
             "_send_to")
+# The adverbs that take the call's keyword arguments as a dict, and where: the trace
+# context (propagation.TRACE_KW) goes into that dict, else into their own **kwargs.
+_KWARGS_AT = {"_send_to": 1, "_accumulate": 3}
 _INSTALLED: list = []        # the Instruments installed with (once per process)
 
 
@@ -39,6 +44,7 @@ def _wrap(adverb, orig, tel, client, error):
     tracer, count, latency = tel.tracer, tel.call_count, tel.call_latency
     failures = tel.call_failures
     public = {"_accumulate": "accumulate", "_send_to": "send"}.get(adverb, adverb)
+    kw_at = _KWARGS_AT.get(adverb)
 
     @functools.wraps(orig)
     def traced(self, *args, **kwargs):
@@ -52,6 +58,11 @@ def _wrap(adverb, orig, tel, client, error):
                                              "monarch.actors": len(granks)})
         t0 = perf_counter()
         try:
+            carrier = carrier_of(span)           # the endpoint's span is its child
+            if kw_at is None:
+                kwargs = {**kwargs, TRACE_KW: carrier}
+            else:
+                args = (*args[:kw_at], {**args[kw_at], TRACE_KW: carrier}, *args[kw_at + 1:])
             out = orig(self, *args, **kwargs)
         except BaseException as e:
             count.add(1, attrs)
