@@ -13,7 +13,10 @@ Monarch -- under a :class:`RemotePdb`:
   (``context().message_rank``, Monarch's key), with its coordinates and host;
 * the session ends when the actor continues with no breakpoint left, when the
   endpoint that hit the breakpoint returns (its breakpoints are then cleared, as
-  Monarch's ``_maybe_exit_debugger`` does), or on pdb's ``quit``/``exit``/EOF.
+  Monarch's ``_maybe_exit_debugger`` does), or on pdb's ``quit``/``exit``/EOF;
+* an endpoint that hit a breakpoint and then raises pauses again where it raised
+  (:func:`post_mortem`, a new session under the same name and rank), and fails its
+  call once that session is continued, as Monarch's post-mortem does.
 
 Nothing here kills the actor: pdb's ``quit`` continues instead of raising
 ``BdbQuit`` into the endpoint (a plain pdb would fail the call); a read answered
@@ -31,7 +34,7 @@ import pdb
 import socket
 import sys
 
-__all__ = ["RemotePdb", "set_trace", "debug_controller_mesh"]
+__all__ = ["RemotePdb", "set_trace", "post_mortem", "debug_controller_mesh"]
 
 _RETURN_VALUE = dis.opmap.get("RETURN_VALUE")
 _ACTOR_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -264,10 +267,32 @@ def _dynamic_source(frame) -> str | None:
 
 
 def set_trace(frame, header: str | None = None) -> None:
-    """Pause ``frame`` (the caller of ``breakpoint()``) under a :class:`RemotePdb`."""
+    """Pause ``frame`` (the caller of ``breakpoint()``) under a :class:`RemotePdb`.
+    If the endpoint being run then raises, its host calls :func:`post_mortem`."""
+    from monarch_cy._actor.model.actor import _debugged, _message  # deferred: import time
     name, rank, coords = _where()
     dbg = RemotePdb(debug_controller_mesh(), name, rank, coords, _endpoint_frame(frame))
     dbg.dynamic_path = _dynamic_source(frame)
     if header is not None:
         dbg.message(header)
+    msg = _message.get()
+    if msg is not None:
+        _debugged.set((msg, post_mortem))
     dbg.set_trace(frame)
+
+
+def post_mortem(tb) -> None:
+    """The endpoint that hit a breakpoint raised: pause where it raised (a new session
+    under the same actor and rank, listed again), until a debugger continues; then
+    the call fails as it would have (Monarch's post-mortem)."""
+    name, rank, coords = _where()
+    dbg = RemotePdb(debug_controller_mesh(), name, rank, coords)
+    inner = tb
+    while inner.tb_next is not None:
+        inner = inner.tb_next
+    dbg.dynamic_path = _dynamic_source(inner.tb_frame)
+    dbg.reset()
+    try:
+        dbg.interaction(None, tb)
+    finally:
+        dbg._end()

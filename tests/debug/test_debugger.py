@@ -247,8 +247,9 @@ def test_no_job_serves_a_debugger(tmp_path):
 def test_monarchs_debugging_example_under_compat(tmp_path):
     """Monarch's docs example, unchanged (tests/compat/monarch_examples): 16 ranks
     pause; attach, step into the helper, print, detach; cast by ranks and by
-    dimensions; continue.  Ranks 2, 6, 10, 14 then raise ValueError('bad rank'),
-    which fails the call, as in Monarch once its post-mortem session is continued."""
+    dimensions; continue.  Ranks 2, 6, 10, 14 then raise ValueError('bad rank') and
+    pause post-mortem where they raised, as in Monarch: listed, attached, inspected;
+    continued, the call fails with it."""
     example = ROOT / "tests" / "compat" / "monarch_examples" / "debugging.py"
     c = _spawn(["-m", "monarch_cy.compat", str(example)], _env(tmp_path), cwd=str(tmp_path))
     try:
@@ -284,6 +285,30 @@ def test_monarchs_debugging_example_under_compat(tmp_path):
         c.sendline("cast debugee ranks(host=2:4, gpu=1:3) p rank")
         for r in (9, 10, 13, 14):
             c.expect(rf"\[debugee {r}\] {r}\r\n")
+        c.expect(PROMPT)
+        c.sendline("continue")
+        c.expect(PROMPT)
+        # Ranks 2, 6, 10, 14 raise after their breakpoint: each pauses post-mortem
+        # where it raised (Monarch's), listed again; a second continue fails the call.
+        for _ in range(120):
+            c.sendline("list")
+            c.expect(PROMPT)
+            rows = [ln for ln in c.before.splitlines() if ln.startswith("| debugee")]
+            if len(rows) >= 4:
+                break
+            c.expect(pexpect.TIMEOUT, timeout=0.5)
+        assert [int(r.split("|")[2]) for r in rows] == [2, 6, 10, 14], c.before
+        assert all("_bad_rank" in r for r in rows), c.before
+        c.sendline("attach debugee 6")
+        c.expect(PDB)
+        c.sendline("p rank")                  # the frame that raised: _bad_rank's caller
+        c.expect(PDB)
+        c.sendline("up")
+        c.expect(PDB)
+        c.sendline("p rank")
+        c.expect(r"\r\n9\r\n")                # rank 6 + 3, as the helper computed
+        c.expect(PDB)
+        c.sendline("detach")
         c.expect(PROMPT)
         c.sendline("continue")
         c.expect("ValueError: bad rank")

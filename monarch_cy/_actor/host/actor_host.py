@@ -48,8 +48,8 @@ from monarch_cy._actor.base.failure import MeshFailure, actor_who, failure_mesh_
 from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.host import proc_setup, traced_endpoints
 from monarch_cy._actor.host.supervise_call import call_with_timeout, supervise_timeout
-from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _message, endpoint_table,
-                                           post_to)
+from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _debugged, _message,
+                                           endpoint_table, post_to)
 from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
 from monarch_cy._actor.model.ports import Port
 from monarch_cy._transport import unixsock, wire
@@ -411,6 +411,10 @@ class ActorHost:
         """An endpoint raised ``e`` (see the module docstring for what fails the
         actor).  The caller, if any, always gets an answer: the ActorError, or the
         actor's SupervisionError when the actor failed."""
+        debugged = _debugged.get()
+        if debugged is not None and debugged[0] is _message.get():
+            _debugged.set(None)         # a breakpoint paused this call: post-mortem first
+            debugged[1](e.__traceback__)
         tb = _format(e)
         if not port_id:
             self._die(f"actor explicitly aborted due to: {tb}", e)  # broadcast: nowhere to reply

@@ -345,6 +345,10 @@ class ActorInstance:
 
 
 _message = contextvars.ContextVar("monarch_cy_message", default=None)
+# (the message being handled, post_mortem(traceback)) once a debugger paused this
+# message's endpoint (monarch_cy._debug.remote_pdb): if the endpoint then raises, its
+# host opens a post-mortem session before failing the call, as Monarch's does.
+_debugged = contextvars.ContextVar("monarch_cy_debugged", default=None)
 
 
 class Context:
