@@ -33,8 +33,9 @@ destination's link names.  Nothing received is unpickled here at all.
 Failures are counted, never raised (:meth:`Forwarder.stats`): a malformed message is
 dropped; a destination not listening yet is retried (1 ms, then 50 ms after 2 s) for
 10 s, then what waits for it is dropped; a destination that went away (``EPIPE``)
-loses what was queued for it and is reconnected on the next message (a respawned
-proc's new incarnation), as the Python outlets do once the node forgets the peer.
+loses what was queued for it, and the message in hand waits for a reconnection
+(retried as above) to the incarnation its link names then: a respawned proc's, which
+a cast sent after the revive is for (the Python outlets, too, keep and reconnect).
 Whoever waits on a dropped message learns of it from the proc's death (the controller
 fails those ranks).
 """
@@ -521,8 +522,12 @@ cdef void dest_send(Fwd *f, Dest *d, Rec *r) noexcept nogil:
             free_rec(r)
             return
         if err != -EAGAIN:
+            # The peer went away: what was queued for it is dropped, but this message
+            # may be for the respawned proc that now owns the path (the controller
+            # sent it after the revive): it waits, and the connect is retried as for
+            # a peer not listening yet (a peer that stays gone drops it after 10 s;
+            # the controller has failed what waited on it).
             dest_drop(f, d)
-            d.ever = True                 # do not wait 10 s for a peer that left
     if d.tail == NULL:
         d.head = d.tail = r
     else:
