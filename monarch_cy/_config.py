@@ -249,9 +249,9 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "`1`: casts down the tree are passed on by each proc's nogil forwarder thread (a "
        "busy actor, even one holding the GIL, does not hold its subtree back) and every "
        "actor answers the controller directly; `0`: forwarded by the procs' I/O "
-       "threads, replies gathered per subtree (docs/scale.md). Off by default while a "
-       "cast racing a respawn of a rank below a head can be lost. `unix://` meshes "
-       "only; read once."),
+       "threads, replies gathered per subtree (docs/scale.md). Off by default: with it "
+       "the controller spends 2-10x the CPU per call at 128-256 procs (no reply "
+       "gathering). `unix://` meshes only; read once."),
     _V("MONARCH_CY_INTERLEAVE", "flag", False, USER,
        "`1`: every async actor's plain `@endpoint`s interleave at each `await` (as "
        "`class A(Actor, interleave=True)`, monarch_cy's opt-in), for programs written "
