@@ -66,8 +66,13 @@ def test_a_revive_between_check_and_read_is_no_keyerror(hook):
         pm.stop().get(30)
 
 
-def test_calls_while_a_thread_respawns_a_rank_in_a_loop(hook, monkeypatch):
+@pytest.mark.parametrize("nogil", [False, True], ids=["io_forwarders", "nogil_forwarders"])
+def test_calls_while_a_thread_respawns_a_rank_in_a_loop(hook, monkeypatch, nogil):
+    """With the nogil forwarders too: a cast a head's C thread passes on right after
+    the respawn reaches the new incarnation (it was dropped at the first failed
+    connect, and its call waited out its timeout)."""
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)          # calls go down a tree too
+    monkeypatch.setattr(cast_tree, "_NOGIL", nogil)
     old_switch = sys.getswitchinterval()
     pm = this_host().spawn_procs(per_host={"gpus": 5})
     m = pm.spawn("rl", Noter)
