@@ -24,34 +24,10 @@ from libc.string cimport memcpy, memset
 
 __all__ = ["recv_into", "send_bufs", "MAX_FDS"]
 
-cdef extern from "<sys/uio.h>":
-    struct iovec:
-        void *iov_base
-        size_t iov_len
-
-cdef extern from "<sys/socket.h>":
-    ctypedef unsigned int socklen_t
-    struct msghdr:
-        void *msg_name
-        socklen_t msg_namelen
-        iovec *msg_iov
-        size_t msg_iovlen
-        void *msg_control
-        size_t msg_controllen
-        int msg_flags
-    struct cmsghdr:
-        size_t cmsg_len
-        int cmsg_level
-        int cmsg_type
-    cmsghdr *CMSG_FIRSTHDR(msghdr *)
-    cmsghdr *CMSG_NXTHDR(msghdr *, cmsghdr *)
-    unsigned char *CMSG_DATA(cmsghdr *)
-    size_t CMSG_LEN(size_t)
-    size_t CMSG_SPACE(size_t)
-    ssize_t recvmsg(int, msghdr *, int)
-    ssize_t sendmsg(int, const msghdr *, int)
-    int SOL_SOCKET, SCM_RIGHTS
-    int MSG_DONTWAIT, MSG_NOSIGNAL, MSG_CMSG_CLOEXEC, MSG_TRUNC, MSG_CTRUNC
+from monarch_cy._transport._sockets cimport (
+    CMSG_DATA, CMSG_FIRSTHDR, CMSG_LEN, CMSG_NXTHDR, CMSG_SPACE, MSG_CMSG_CLOEXEC,
+    MSG_CTRUNC, MSG_DONTWAIT, MSG_NOSIGNAL, MSG_TRUNC, SCM_RIGHTS, SOL_SOCKET, cmsghdr,
+    iovec, msghdr, recvmsg, sendmsg, socklen_t)
 
 cdef extern from "<errno.h>":
     int EMSGSIZE, EINVAL
