@@ -8,7 +8,13 @@ from __future__ import annotations
 import os
 import signal
 
+import monarch_cy.actor
 from monarch_cy.actor import Actor, SupervisionError, current_rank, endpoint, this_host
+
+# This program handles the failures it sees (it catches the SupervisionError and
+# respawns): without this opt-in, Monarch's rule holds and the default fault hook
+# ends the program at the failure (docs/actor.md, "Supervision and recovery").
+monarch_cy.actor.fault_hook_skips_seen = True
 
 
 class Counter(Actor):

@@ -94,15 +94,36 @@ def _interrupt_main(failure: MeshFailure) -> None:
         sys.stderr.flush()
     except Exception:  # noqa: BLE001 - a closed stderr must not stop the interrupt
         pass
-    import ctypes  # deferred: import time (a fault is rare)
     main = threading.main_thread()
     if not main.is_alive():
         return
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main.ident),
-                                               ctypes.py_object(KeyboardInterrupt))
+    _raise_in(main, KeyboardInterrupt)
     node = current_node()
     if node is not None:
         node.wake_direct()      # a main thread blocked in Future.get() looks up
+
+
+def _raise_in(thread, exc_type, settle_s: float = 5.0) -> None:
+    """Raise ``exc_type`` in ``thread`` at its next Python instruction (a signal would
+    not do: SIGINT may be ignored, as in a background shell).  Not while a thread is
+    being started: CPython (3.11) gives a new thread's state its *creator's* id until
+    the new thread runs, so an exception aimed at the creator then lands in the new
+    thread instead (seen: the main thread blocked in ``Thread.start()`` forever).
+    Holding ``threading``'s limbo lock with no thread in limbo closes that window for
+    threads started through ``threading`` (up to ``settle_s`` seconds of waiting)."""
+    import ctypes  # deferred: import time (a fault is rare)
+    lock = getattr(threading, "_active_limbo_lock", None)
+    limbo = getattr(threading, "_limbo", None)
+    deadline = time.monotonic() + settle_s
+    while lock is not None and limbo is not None:
+        with lock:
+            if not limbo or time.monotonic() > deadline:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                           ctypes.py_object(exc_type))
+                return
+        time.sleep(0.001)
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                               ctypes.py_object(exc_type))
 
 
 def _skips_seen() -> bool:

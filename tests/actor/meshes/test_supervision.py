@@ -360,6 +360,42 @@ except KeyboardInterrupt:
                                                                       out.stderr[-2000:])
 
 
+def test_the_interrupt_waits_out_a_thread_being_started():
+    """The default hook's KeyboardInterrupt is not raised while a thread is being
+    started (CPython gives the new thread's state its creator's id until it runs:
+    aimed at the main thread then, the interrupt landed in the new thread, and the
+    main thread waited in Thread.start() forever; seen with examples/supervision.py)."""
+    import threading
+    from monarch_cy._actor.base import client_faults
+    got = []
+
+    def target():
+        try:
+            for _ in range(500):
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            got.append(time.monotonic())
+
+    t = threading.Thread(target=target)
+    t.start()
+    starting = object()                       # a thread in limbo: being started
+    with threading._active_limbo_lock:
+        threading._limbo[starting] = starting
+    try:
+        raiser = threading.Thread(target=client_faults._raise_in,
+                                  args=(t, KeyboardInterrupt))
+        raiser.start()
+        time.sleep(0.3)
+        assert got == [] and raiser.is_alive()  # it waits for the start to finish
+    finally:
+        with threading._active_limbo_lock:
+            del threading._limbo[starting]
+    released = time.monotonic()
+    raiser.join(5)
+    t.join(5)
+    assert got and got[0] - released < 1.0
+
+
 def test_bootstrap_finds_package_from_sys_path_insert(tmp_path):
     """The controller got monarch_cy through sys.path.insert, from another cwd."""
     root = ROOT
