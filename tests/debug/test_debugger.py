@@ -244,6 +244,20 @@ def test_no_job_serves_a_debugger(tmp_path):
         _close(d)
 
 
+def _list_until(c, actor: str, n: int, tries: int = 120) -> list:
+    """``list`` at the prompt until ``n`` sessions of ``actor`` are listed (ranks pause
+    in any order; at most ``tries`` times, half a second apart); the table's rows."""
+    rows = []
+    for _ in range(tries):
+        c.sendline("list")
+        c.expect(PROMPT)
+        rows = [ln for ln in c.before.splitlines() if ln.startswith(f"| {actor}")]
+        if len(rows) >= n:
+            break
+        c.expect(pexpect.TIMEOUT, timeout=0.5)
+    return rows
+
+
 def test_monarchs_debugging_example_under_compat(tmp_path):
     """Monarch's docs example, unchanged (tests/compat/monarch_examples): 16 ranks
     pause; attach, step into the helper, print, detach; cast by ranks and by
@@ -255,13 +269,7 @@ def test_monarchs_debugging_example_under_compat(tmp_path):
     try:
         c.expect(PROMPT)
         # The 16 ranks reach breakpoint() in any order: list until every one is paused.
-        for _ in range(120):
-            c.sendline("list")
-            c.expect(PROMPT)
-            rows = [ln for ln in c.before.splitlines() if ln.startswith("| debugee")]
-            if len(rows) >= 16:
-                break
-            c.expect(pexpect.TIMEOUT, timeout=0.5)
+        rows = _list_until(c, "debugee", 16)
         assert [int(r.split("|")[2]) for r in rows] == list(range(16)), c.before
         assert "{'host': 3, 'gpu': 1}" in rows[13]
         c.sendline("attach debugee 13")
@@ -290,13 +298,7 @@ def test_monarchs_debugging_example_under_compat(tmp_path):
         c.expect(PROMPT)
         # Ranks 2, 6, 10, 14 raise after their breakpoint: each pauses post-mortem
         # where it raised (Monarch's), listed again; a second continue fails the call.
-        for _ in range(120):
-            c.sendline("list")
-            c.expect(PROMPT)
-            rows = [ln for ln in c.before.splitlines() if ln.startswith("| debugee")]
-            if len(rows) >= 4:
-                break
-            c.expect(pexpect.TIMEOUT, timeout=0.5)
+        rows = _list_until(c, "debugee", 4)
         assert [int(r.split("|")[2]) for r in rows] == [2, 6, 10, 14], c.before
         assert all("_bad_rank" in r for r in rows), c.before
         c.sendline("attach debugee 6")
