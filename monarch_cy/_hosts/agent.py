@@ -352,10 +352,9 @@ class Agent:
             ident = frames[0] if self.listen else b""
             try:
                 msg = P.loads(frames[-1])
+                self._handle(ident, msg)
             except Exception as e:   # authenticated but malformed: a bug, not an attack
-                log.error("bad message from the controller: %s", e)
-                continue
-            self._handle(ident, msg)
+                log.error("bad message from the controller: %s: %s", type(e).__name__, e)
 
     def close(self) -> None:
         """Kill every proc, stop the zygote, close sockets; idempotent."""

@@ -225,3 +225,37 @@ def test_a_controller_the_hosts_cannot_reach_fails_naming_the_address(host1):
     assert res["took"] < TIMEOUT + 3, res
     assert want in host1.log(0)
     assert host1.agents[0].poll() is None
+
+
+def test_an_agent_reads_stacks_only_of_its_procs_and_survives_bad_requests(agent):
+    """A controller's STACKS for a key the agent never started is answered with an
+    error entry (the agent reads only procs it started for that controller, never a
+    pid it is sent), and a malformed request is logged while the agent serves on."""
+    import zmq
+    from monarch_cy._transport.auth import JobKeys
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    try:
+        JobKeys(bytes.fromhex(agent.secret)).client(sock)
+        sock.connect(agent.worker)
+
+        def ask(msg, want_kind):
+            sock.send(P.dumps(msg))
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                if sock.poll(500):
+                    reply = P.loads(sock.recv())
+                    if reply[0] == want_kind:
+                        return reply
+            raise AssertionError(f"no {want_kind} answer to {msg!r}:\n{agent.log()}")
+
+        ask((P.HELLO, {"ip": "127.0.0.1", "timeout": 10}), P.HELLO)
+        ask((P.STACKS, 7, "tcp://127.0.0.1:1", "not a rank", 1.0), P.HB)   # malformed
+        _, req, ok, value = ask((P.STACKS, 8, "tcp://127.0.0.1:1", 3, 1.0), P.STACKS)
+        assert req == 8 and ok and value.rank == 3 and value.pid is None, value
+        assert "not running on this host" in value.error, value
+        assert "bad message from the controller: ValueError" in agent.log()
+        sock.send(P.dumps((P.BYE,)))
+    finally:
+        sock.close(0)
+        ctx.term()
