@@ -92,6 +92,11 @@ class TerminalIO:
         return line.decode(errors="replace")
 
 
+#: How long the controller's prompt waits, once no session is left, for a rank to
+#: pause again before it closes (seconds).
+IDLE_GRACE_S = 0.5
+
+
 class Console:
     """One ``monarch_dbg>`` prompt over ``io`` (see the module docstring)."""
 
@@ -103,6 +108,16 @@ class Console:
     def _idle(self) -> bool:
         return self.leave_when_idle and len(self.sessions) == 0
 
+    def _idle_settled(self) -> bool:
+        """Idle, and still so after ``IDLE_GRACE_S``: a rank that just continued may
+        pause again at once (post-mortem where it raised, its next breakpoint), and
+        the prompt must not close under it."""
+        if not self._idle():
+            return False
+        with self.sessions.cond:
+            self.sessions.cond.wait_for(lambda: len(self.sessions) > 0, IDLE_GRACE_S)
+        return self._idle()
+
     def run(self) -> None:
         sessions = self.sessions
         with sessions.cond:
@@ -113,7 +128,7 @@ class Console:
             if not self.leave_when_idle and len(sessions) == 0:
                 self.io.output("There are no paused debug sessions in this job yet.\n")
             while True:
-                if self._idle():
+                if self._idle_settled():
                     self.io.output("No paused debug sessions left; leaving the debugger.\n")
                     quit_ = False
                     return
