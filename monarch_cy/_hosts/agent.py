@@ -24,10 +24,10 @@ they send is read.
 Procs are forked by a zygote (:mod:`monarch_cy._actor.launch.launcher`) owned by the agent;
 each proc watches the agent's pid and exits when the agent dies.  What a proc writes
 to its fds 1 and 2 is read here and sent to its controller (:mod:`.proc_capture`);
-its stacks are read here with py-spy when the controller asks (:mod:`.remote_stacks`).  The agent reports
-every start and exit to the controller that asked, and kills that controller's procs
-when it says goodbye or is lost (no message for the heartbeat timeout, see
-:mod:`.protocol`).  ``--once``: exit after the first controller is gone.  SIGTERM /
+its stacks are read here with py-spy when the controller asks
+(:mod:`.remote_stacks`).  The agent reports every start and exit to the controller
+that asked, and kills that controller's procs when it says goodbye or is lost (no
+message for the heartbeat timeout, see :mod:`.protocol`).  ``--once``: exit after the first controller is gone.  SIGTERM /
 SIGINT: kill every proc, then exit.
 
 Procs bind ports from ``--ports A-B`` (default 26601-27600) on the advertised address

@@ -23,6 +23,7 @@ import os
 
 from monarch_cy._actor.launch.proc_output import make_fifos, read_ready
 from monarch_cy._hosts import protocol as P
+from monarch_cy._transport.unix_records import unlink_quietly
 
 __all__ = ["OutputRelay"]
 
@@ -86,10 +87,7 @@ class OutputRelay:
             os.close(w)
         cap.hold = []
         for path in cap.paths:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            unlink_quietly(path)
 
     def drop(self, key: str) -> None:
         """A proc that never started: close everything of it."""

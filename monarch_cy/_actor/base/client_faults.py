@@ -32,9 +32,10 @@ Vocabulary
   failed proc or actor raised ``SupervisionError``, pending when it failed or made
   later); undeliverable calls are seen by definition and never reach the hook.
 * A failure nobody handled runs ``monarch_cy.actor.unhandled_fault_hook(failure)``,
-  in a thread of its own (a hook that blocks delays nothing else).  As in Monarch, the default hook calls
-  ``sys.exit(1)``, and a hook that raises leaves the fault unhandled: the report is
-  printed to stderr and the main thread gets a ``KeyboardInterrupt`` (at its next
+  in a thread of its own (a hook that blocks delays nothing else).  As in Monarch,
+  the default hook calls ``sys.exit(1)``, and a hook that raises leaves the fault
+  unhandled: the report is printed to stderr and the main thread gets a
+  ``KeyboardInterrupt`` (at its next
   Python instruction: a main thread blocked in ``Future.get`` wakes at once); a hook
   that returns drops it.  Replace it by assignment:
   ``monarch_cy.actor.unhandled_fault_hook = fn``.
@@ -111,19 +112,18 @@ def _raise_in(thread, exc_type, settle_s: float = 5.0) -> None:
     thread instead (seen: the main thread blocked in ``Thread.start()`` forever).
     Holding ``threading``'s limbo lock with no thread in limbo closes that window for
     threads started through ``threading`` (up to ``settle_s`` seconds of waiting)."""
-    import ctypes  # deferred: import time (a fault is rare)
-    lock = getattr(threading, "_active_limbo_lock", None)
-    limbo = getattr(threading, "_limbo", None)
+    import contextlib  # deferred: import time (a fault is rare)
+    import ctypes  # deferred: as above
+    lock = getattr(threading, "_active_limbo_lock", None) or contextlib.nullcontext()
+    limbo = getattr(threading, "_limbo", {})
     deadline = time.monotonic() + settle_s
-    while lock is not None and limbo is not None:
+    while True:
         with lock:
             if not limbo or time.monotonic() > deadline:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                            ctypes.py_object(exc_type))
                 return
         time.sleep(0.001)
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
-                                               ctypes.py_object(exc_type))
 
 
 def _skips_seen() -> bool:

@@ -40,6 +40,7 @@ from collections import deque
 from monarch_cy import _config
 from monarch_cy._errors import ActorError, MeshStoppedError
 from monarch_cy._log import logger
+from monarch_cy._telemetry.propagation import TRACE_KW
 from monarch_cy._telemetry.runtime import instruments as _telemetry
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.failure import actor_who
@@ -52,7 +53,6 @@ from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
 from monarch_cy._actor.model.ports import Port
 from monarch_cy._transport import unixsock
 from monarch_cy._transport.cork import MAX_BURST
-from monarch_cy._telemetry.propagation import TRACE_KW
 from monarch_cy._transport.protocol import unpack_call
 
 __all__ = ["handle_spawn", "ActorHost"]

@@ -54,6 +54,7 @@ from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.host.logs import SEP, TAG
 from monarch_cy._actor.launch.rundir import kept_logs_dir
 from monarch_cy._log import logger
+from monarch_cy._transport.unix_records import unlink_quietly
 
 __all__ = ["ProcOutput", "make_fifos", "read_ready", "tail_of", "note_failure", "drain_all",
            "flush_after_cells", "keep_logs_if_failed", "LOGS", "FAILED"]
@@ -90,10 +91,7 @@ def make_fifos(rundir: str, tag: str) -> tuple:
     paths = (os.path.join(rundir, f"{tag}.out"), os.path.join(rundir, f"{tag}.err"))
     fds, hold = {}, []
     for stream, path in zip(("stdout", "stderr"), paths):
-        try:
-            os.unlink(path)              # left by an incarnation that never started
-        except FileNotFoundError:
-            pass
+        unlink_quietly(path)             # left by an incarnation that never started
         os.mkfifo(path, 0o600)
         r = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -224,10 +222,7 @@ class ProcOutput:
             self._file.close()
             return
         for path in self.stdio:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            unlink_quietly(path)
 
     def _eof(self, fd: int) -> None:
         self._flush_partial(self._fds.pop(fd))
