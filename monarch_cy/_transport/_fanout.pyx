@@ -12,16 +12,23 @@ names, touching no Python object: the GIL is never needed, so a head's subtree i
 served whatever its actor does.
 
 What it reads (the layout is :mod:`.fanout`'s, which packs it): a first frame of
-``0xFA 1 | u16 template length | u16 patch offset | u32 route length | template |
-route | payload``, then extra frames.  The route says which actor inboxes this proc
-delivers to (with each one's rank in the call) and which fan-out inboxes get the
+``0xFA 2 | u16 template length | u16 patch offset | u32 route length | u8 mode |
+u8 up is a forwarder | u16 reply address offset | u16 its length | u64 port |
+u16 up path length | up path | template | route | payload``, then extra frames.
+The route says how many replies its subtree owes (``u32``), which actor inboxes this
+proc delivers to (with each one's rank in the call) and which fan-out inboxes get the
 message next (with their own routes).  To an actor it sends ``template`` (the call
 header, pickled by the sender) with the rank patched in as 4 little-endian bytes at
 the patch offset, then the payload, then the extra frames: a call that unpacks to
-what the sender would have sent it directly.  To each forwarder below it sends the same message with
-that forwarder's route.  Forwarders first, then actors, in route order; per
-destination, messages leave in the order they arrived (one thread, one connection per
-destination, a backlog in order when a socket is full).
+what the sender would have sent it directly.  To each forwarder below it sends the
+same message with that forwarder's route.  Forwarders first, then actors, in route
+order; per destination, messages leave in the order they arrived (one thread, one
+connection per destination, a backlog in order when a socket is full).
+
+Replies.  With mode 0 every actor answers the caller's reply address itself.  With a
+gathering mode (``call``, ``Accumulator``, ``stream``) this thread gathers its
+subtree's replies and sends them up in batches, again without the GIL
+(``_fanout_gather.pxi``): the caller receives about one message per head per call.
 
 Authentication is the ``unix://`` transport's (:mod:`.unixsock`): the first record
 of every accepted connection must be a proof for this inbox's path and incarnation,
@@ -121,7 +128,7 @@ DEF PROOF_LEN = 49               # kind, nonce, HMAC-SHA256
 DEF MAX_IOV = 1000
 DEF SNDBUF = 4194304
 DEF MAGIC_ = 0xFA
-DEF HDR = 10                     # this module's first-frame header
+DEF HDR = 26                     # this module's first-frame header (then the up path)
 DEF MAX_FRAMES = 65535           # frames of one message (a record's u16 count)
 DEF MAX_PATH = 256
 DEF T_LISTEN = 1
@@ -156,6 +163,9 @@ cdef struct Dest:                 # this proc's connection to one inbox
     Rec *tail
 
 
+cdef struct Gather
+
+
 cdef struct Conn:
     int state                     # 0 none, 1 unproven, 2 proven
     double deadline
@@ -181,10 +191,16 @@ cdef struct Fwd:
     size_t *flen                  # scratch: frame lengths of one send
     char **fr                     # scratch: frames of one received message
     size_t *fl                    # scratch: their lengths
+    char *tbuf                    # scratch: a call template with this reply address
+    char *hbuf                    # scratch: a header with this inbox as the way up
+    Gather **gt                   # the gathers, by port (_fanout_gather.pxi)
+    size_t gcap, gn
+    Gather *dirty                 # PER_TURN gathers to flush at the end of the turn
     bint stop
     double linger                 # set before the stop: seconds to flush backlogs
     # counters (read by stats(); written by the thread only)
     uint64_t received, forwarded, delivered, dropped, refused, malformed, spilled
+    uint64_t gathered, batched, stray
 
 
 cdef inline double now() noexcept nogil:
@@ -505,76 +521,130 @@ cdef void dest_send(Fwd *f, Dest *d, Rec *r) noexcept nogil:
     dest_flush(f, d)
 
 
+include "_fanout_gather.pxi"
+
+
 # -- one message -------------------------------------------------------------------------
 cdef void handle(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
-    """Forward one message (frames ``fr``/``fl``): see the module docstring."""
+    """One message: a cast to pass on (``0xFA``), or what comes back up."""
+    f.received += 1
+    if nf > MAX_FRAMES or fl[0] < 1:
+        f.malformed += 1
+    elif <uint8_t>fr[0][0] == MAGIC_:
+        handle_cast(f, fr, fl, nf)
+    elif REPLY_MAGIC <= <uint8_t>fr[0][0] <= PASS_MAGIC:
+        on_up(f, fr, fl, nf)
+    else:
+        f.malformed += 1
+
+
+cdef bint route_ok(const char *route, size_t rl, size_t *here_at,
+                   size_t *child_at) noexcept nogil:
+    """Whether the route (``u32 count | u32 n | n x (u32 rank | u16 len | path) |
+    u32 m | m x (u16 len | path | u32 len | route)``) is whole; where its parts
+    start."""
+    cdef size_t pos, plen, rlen
+    cdef uint32_t i, nhere, nchild
+    if rl < 8:
+        return False
+    nhere = rd32(route + 4)
+    pos = 8
+    here_at[0] = pos
+    for i in range(nhere):
+        if pos + 6 > rl:
+            return False
+        plen = rd16(route + pos + 4)
+        pos += 6 + plen
+        if pos > rl:
+            return False
+    if pos + 4 > rl:
+        return False
+    nchild = rd32(route + pos)
+    pos += 4
+    child_at[0] = pos
+    for i in range(nchild):
+        if pos + 2 > rl:
+            return False
+        plen = rd16(route + pos)
+        pos += 2 + plen
+        if pos + 4 > rl:
+            return False
+        rlen = rd32(route + pos)
+        pos += 4 + rlen
+        if pos > rl:
+            return False
+    return True
+
+
+cdef void handle_cast(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
+    """Forward one cast (frames ``fr``/``fl``): see the module docstring; with a
+    gathering mode, open this call's gather and have the replies come here."""
     cdef const char *f0 = fr[0]
-    cdef size_t n0 = fl[0], tl, po, rl, pos, dl, plen, rlen
+    cdef size_t n0 = fl[0], tl, po, rl, pos, dl, plen, rlen, hl, uplen, at, alen, chl
     cdef const char *tpl
     cdef const char *route
     cdef const char *data
     cdef uint32_t nhere, nchild, i, local
-    cdef int k, npc, j
+    cdef int mode, npc, j
+    cdef long ntl
     cdef iovec *pc = f.pc
     cdef size_t *flen = f.flen
-    cdef char hdr[HDR]
+    cdef char *hdr = f.hbuf
     cdef char rank[4]
     cdef Dest *d
     cdef Rec *r
+    cdef Gather *g = NULL
     cdef size_t here_at, child_at
-    f.received += 1
-    if nf > MAX_FRAMES or n0 < HDR or <uint8_t>f0[0] != MAGIC_ or f0[1] != 1:
+    if n0 < HDR or f0[1] != 2:
         f.malformed += 1
         return
     tl = rd16(f0 + 2)
     po = rd16(f0 + 4)
     rl = rd32(f0 + 6)
-    if HDR + tl + rl > n0 or (po != 0xFFFF and po + 4 > tl):
+    mode = <uint8_t>f0[10]
+    at = rd16(f0 + 12)
+    alen = rd16(f0 + 14)
+    uplen = rd16(f0 + 24)
+    hl = HDR + uplen
+    if hl + tl + rl > n0 or (po != 0xFFFF and po + 4 > tl) or mode > M_TURN or \
+            uplen >= MAX_PATH or (mode != M_NONE and uplen == 0):
         f.malformed += 1
         return
-    tpl = f0 + HDR
+    tpl = f0 + hl
     route = tpl + tl
     data = route + rl
-    dl = n0 - HDR - tl - rl
-    # Check the whole route before sending anything.
-    pos = 0
-    if rl < 4:
+    dl = n0 - hl - tl - rl
+    if not route_ok(route, rl, &here_at, &child_at):     # whole before anything is sent
         f.malformed += 1
         return
-    nhere = rd32(route)
-    pos = 4
-    here_at = pos
-    for i in range(nhere):
-        if pos + 6 > rl:
-            f.malformed += 1
-            return
-        plen = rd16(route + pos + 4)
-        pos += 6 + plen
-        if pos > rl:
-            f.malformed += 1
-            return
-    if pos + 4 > rl:
-        f.malformed += 1
-        return
-    nchild = rd32(route + pos)
-    pos += 4
-    child_at = pos
-    for i in range(nchild):
-        if pos + 2 > rl:
-            f.malformed += 1
-            return
-        plen = rd16(route + pos)
-        pos += 2 + plen
-        if pos + 4 > rl:
-            f.malformed += 1
-            return
-        rlen = rd32(route + pos)
-        pos += 4 + rlen
-        if pos > rl:
-            f.malformed += 1
-            return
-    # The forwarders below: the same message with each one's route.
+    nhere = rd32(route + 4)
+    nchild = rd32(route + child_at - 4)
+    if mode != M_NONE:
+        # Gather here: the actors get this inbox as their reply address; a gather
+        # that cannot be had (no memory, an address pickle cannot hold) leaves this
+        # subtree answering the caller directly, as without gathering.
+        ntl = patch_template(f, tpl, tl, at, alen, &po)
+        d = dest_for(f, f0 + HDR, uplen)
+        if ntl >= 0 and d != NULL:
+            g = gather_open(f, rd64(f0 + 16), rd32(route), mode, d, f0[11] != 0)
+        if g != NULL:
+            tpl, tl = f.tbuf, <size_t>ntl
+        else:
+            po = rd16(f0 + 4)
+            mode = M_NONE
+    # The forwarders below: the same message with each one's route, and this inbox
+    # as their way up.
     memcpy(hdr, f0, HDR)
+    hdr[10] = <char>mode
+    if mode != M_NONE:
+        hdr[11] = 1
+        hdr[24] = <char>(f.plen & 0xFF)
+        hdr[25] = <char>(f.plen >> 8)
+        memcpy(hdr + HDR, f.path, f.plen)
+        chl = HDR + f.plen
+    else:
+        hdr[24] = hdr[25] = 0
+        chl = HDR
     pos = child_at
     for i in range(nchild):
         plen = rd16(route + pos)
@@ -584,14 +654,14 @@ cdef void handle(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
         pos += 4
         wr32(hdr + 6, <uint32_t>rlen)
         pc[0].iov_base = hdr
-        pc[0].iov_len = HDR
-        pc[1].iov_base = <void *>tpl
-        pc[1].iov_len = tl
+        pc[0].iov_len = chl
+        pc[1].iov_base = <void *>(f0 + hl)          # the template as it came
+        pc[1].iov_len = rd16(f0 + 2)
         pc[2].iov_base = <void *>(route + pos)
         pc[2].iov_len = rlen
         pc[3].iov_base = <void *>data
         pc[3].iov_len = dl
-        flen[0] = HDR + tl + rlen + dl
+        flen[0] = chl + pc[1].iov_len + rlen + dl
         npc = 4
         for j in range(1, nf):
             pc[npc].iov_base = fr[j]
@@ -646,7 +716,6 @@ cdef void handle(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
             continue
         dest_send(f, d, r)
         f.delivered += 1
-
 
 
 # -- incoming ------------------------------------------------------------------------------
@@ -873,6 +942,8 @@ cdef void *run(void *arg) noexcept nogil:
                 conn_read(f, fd)
             elif tag == T_DEST and fd < f.ndests:
                 dest_flush(f, f.dests[fd])
+        if f.dirty != NULL:
+            flush_dirty(f)
     linger(f)
     return NULL
 
@@ -947,10 +1018,12 @@ cdef class Forwarder:
         f.flen = <size_t *>malloc(MAX_FRAMES * sizeof(size_t))     # only as used
         f.fr = <char **>malloc(MAX_FRAMES * sizeof(char *))
         f.fl = <size_t *>malloc(MAX_FRAMES * sizeof(size_t))
+        f.tbuf = <char *>malloc(2 + 0x7FFF + MAX_PATH + 16)
+        f.hbuf = <char *>malloc(HDR + MAX_PATH)
         f.ep = epoll_create1(EPOLL_CLOEXEC)
         f.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         if f.rbuf == NULL or f.pc == NULL or f.flen == NULL or f.fr == NULL or \
-                f.fl == NULL or f.ep < 0 or f.efd < 0:
+                f.fl == NULL or f.tbuf == NULL or f.hbuf == NULL or f.ep < 0 or f.efd < 0:
             self._free()
             raise OSError(errno, "Forwarder: cannot set up")
         ev.events = EPOLLIN
@@ -1006,6 +1079,9 @@ cdef class Forwarder:
         free(f.flen)
         free(f.fr)
         free(f.fl)
+        free(f.tbuf)
+        free(f.hbuf)
+        gather_free_all(f)
         if f.ep >= 0:
             close(f.ep)
         if f.efd >= 0:
@@ -1016,13 +1092,16 @@ cdef class Forwarder:
     def stats(self) -> dict:
         """Counters since start: messages received, forwarded (to forwarders
         below), delivered (to actors), dropped, refused connections, malformed
-        messages, spilled messages received."""
+        messages, spilled messages received; replies gathered (taken by a gather),
+        batches sent up, stray replies (for no gather here) and the gathers open now
+        (read without a lock: a snapshot)."""
         cdef Fwd *f = self.f
         if f == NULL:
             return {}
         return dict(received=f.received, forwarded=f.forwarded, delivered=f.delivered,
                     dropped=f.dropped, refused=f.refused, malformed=f.malformed,
-                    spilled=f.spilled)
+                    spilled=f.spilled, gathered=f.gathered, batched=f.batched,
+                    stray=f.stray, gathers=f.gn)
 
     def __dealloc__(self):
         if self.f != NULL:

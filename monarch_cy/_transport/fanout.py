@@ -15,8 +15,14 @@ where each actor's rank goes (:func:`call_template`); the forwarder writes each 
 there as 4 bytes, so an actor receives a first frame that unpacks to the header
 ``protocol.pack_call`` would have made (the rank pickled as a 4-byte int), then the
 payload and the extra frames.
-Replies do not pass through the forwarders: each actor answers the reply address of
-the header itself.
+Replies: with mode ``NONE`` each actor answers the reply address of the header
+itself.  With ``WHOLE`` or ``PER_TURN`` the forwarders gather them: each one writes
+its own fan-out address into the header it delivers (the sender marks where the
+pickled reply address lies, :func:`call_template`), the actors answer it in a raw
+form the C thread reads (:func:`pack_reply`; :meth:`.node.Node.reply` does it for
+any reply address :func:`gathers`), and the gathered replies go up to the forwarder
+above or, at a head, to the sender as the ``REPLY_BATCH``/``REPLY`` messages a
+Python relay would send (``_fanout_gather.pxi``).
 
 Only ``unix://`` (one host): a fan-out address exists only for ``unix://`` procs.
 """
@@ -33,12 +39,19 @@ from monarch_cy._transport.protocol import MAX_HEADER
 from monarch_cy._transport.unix_records import (SCHEME, link_incarnation, new_incarnation,
                                               path_of, unlink_quietly)
 
-__all__ = ["SUFFIX", "addr_of", "FanoutInbox", "pack_route", "call_template",
-           "pack_message"]
+__all__ = ["SUFFIX", "addr_of", "gathers", "FanoutInbox", "pack_route", "call_template",
+           "pack_message", "pack_reply", "pack_pass", "NONE", "WHOLE", "PER_TURN"]
 
-SUFFIX = "f"
-_MAGIC, _VERSION = 0xFA, 1
+SUFFIX = "~fan"
+_MAGIC, _VERSION = 0xFA, 2
+_REPLY, _PASS = 0xFB, 0xFD
 _NO_PATCH = 0xFFFF
+#: What the forwarders do with the replies: nothing (each actor answers the sender);
+#: gather a subtree's and send them up once all came (an error at once); send up what
+#: came in each turn of the forwarder's loop.
+NONE, WHOLE, PER_TURN = 0, 1, 2
+_HEAD = struct.Struct("<BBHHIBBHHQH")
+_UP = struct.Struct("<BBIQ")
 _MARKERS = (0x7ABCDEF1, 0x6B5A4C3D, 0x5F1E2D3C, 0x4A3B2C1D)   # ints pickled as BININT
 _SUN_PATH = 107
 
@@ -46,6 +59,12 @@ _SUN_PATH = 107
 def addr_of(proc_addr: str) -> str:
     """The fan-out inbox address of the proc whose node listens at ``proc_addr``."""
     return proc_addr + SUFFIX
+
+
+def gathers(addr: str) -> bool:
+    """Whether ``addr`` is a fan-out inbox: a reply to it is a forwarder's to gather
+    (sent as :func:`pack_reply` makes it)."""
+    return addr.endswith(SUFFIX)
 
 
 def usable(addr: str) -> bool:
@@ -56,8 +75,11 @@ def usable(addr: str) -> bool:
 def pack_route(here, children) -> bytes:
     """A proc's route: ``here``: ``[(rank in the call, actor address)]`` it delivers
     to; ``children``: ``[(proc address, route)]`` it passes the message on to (their
-    fan-out inboxes).  Raises ``ValueError`` for a non-``unix://`` address."""
-    out = [struct.pack("<I", len(here))]
+    fan-out inboxes).  It starts with the number of replies the subtree owes (these
+    targets and the children's).  Raises ``ValueError`` for a non-``unix://``
+    address."""
+    owed = len(here) + sum(struct.unpack_from("<I", r)[0] for _, r in children)
+    out = [struct.pack("<II", owed, len(here))]
     for local, addr in here:
         p = path_of(addr).encode()
         out.append(struct.pack("<IH", local, len(p)))
@@ -73,8 +95,15 @@ def pack_route(here, children) -> bytes:
 
 
 def call_template(method: str, reply_addr: str, port_id: int, reply_key, extent) -> tuple:
-    """``(template, patch offset)``: the first frame of ``protocol.pack_call`` less its
-    payload, with a 4-byte slot for the rank at ``patch offset``."""
+    """``(template, patch offset, reply span)``: the first frame of
+    ``protocol.pack_call`` less its payload, with a 4-byte slot for the rank at
+    ``patch offset``; ``reply span``: ``(offset, length)`` of the pickled reply
+    address (opcode, length, text) a gathering forwarder replaces with its own, or
+    None where it is not where pickle puts it (the forwarders then do not gather)."""
+    if reply_addr is reply_key or reply_addr is method:
+        # Its own object: pickle would write the other as a reference to it, which
+        # the forwarder's replacement would change too.
+        reply_addr = reply_addr.encode().decode()
     for marker in _MARKERS:
         h = pickle.dumps((method, reply_addr, port_id, marker, reply_key, extent), 5)
         if len(h) > MAX_HEADER:
@@ -83,14 +112,51 @@ def call_template(method: str, reply_addr: str, port_id: int, reply_key, extent)
         slot = b"J" + struct.pack("<i", marker)
         at = h.find(slot)
         if at >= 0 and h.find(slot, at + 1) < 0:
-            return len(h).to_bytes(2, "little") + h, 2 + at + 1
+            return (len(h).to_bytes(2, "little") + h, 2 + at + 1,
+                    _span(h, method, reply_addr))
     raise ValueError("call_template: no rank marker is unique in this header")
 
 
-def pack_message(template: bytes, offset: int, route: bytes, data=b"") -> bytes:
-    """The first frame of a fan-out message (layout: :mod:`._fanout`)."""
-    return b"".join((struct.pack("<BBHHI", _MAGIC, _VERSION, len(template), offset,
-                                 len(route)), template, route, data))
+def _span(h: bytes, method: str, reply_addr: str):
+    """Where pickle protocol 5 put the reply address in ``h``: after PROTO, FRAME,
+    MARK and the method (SHORT_BINUNICODE or BINUNICODE, then MEMOIZE); checked."""
+    text = reply_addr.encode()
+    if len(text) > 255:
+        return None
+    m = len(method.encode())
+    at = 12 + (2 + m if m < 256 else 5 + m) + 1
+    op = b"\x8c" + bytes((len(text),)) + text          # SHORT_BINUNICODE
+    if h[at:at + len(op)] != op:
+        return None
+    return 2 + at, len(op)
+
+
+def pack_message(template: bytes, offset: int, route: bytes, data=b"", mode: int = NONE,
+                 port: int = 0, up: str = "", span=None) -> bytes:
+    """The first frame of a fan-out message (layout: :mod:`._fanout`).  With ``mode``
+    ``WHOLE`` or ``PER_TURN`` the first forwarder sends what it gathered to ``up`` (a
+    ``unix://`` address: the sender's reply address) for call ``port``; ``span`` is
+    :func:`call_template`'s (None: no gathering, whatever ``mode`` says)."""
+    if mode not in (NONE, WHOLE, PER_TURN):
+        raise ValueError(f"pack_message: mode={mode!r} is not NONE, WHOLE or PER_TURN")
+    if mode == NONE or span is None or not usable(up):
+        mode, port, upb, span = NONE, 0, b"", (0, 0)
+    else:
+        upb = path_of(up).encode()
+    return b"".join((_HEAD.pack(_MAGIC, _VERSION, len(template), offset, len(route),
+                                mode, 0, span[0], span[1], port, len(upb)),
+                     upb, template, route, data))
+
+
+def pack_reply(port_id: int, rank: int, ok: bool) -> bytes:
+    """The header of a reply to a gathering forwarder (the value follows it)."""
+    return _UP.pack(_REPLY, 1 if ok else 0, rank, port_id)
+
+
+def pack_pass(port_id: int, f0: bytes) -> bytes:
+    """A node message for the caller of call ``port_id`` (an ``UNDELIVERABLE``),
+    sent to a gathering forwarder: passed up in order with the replies."""
+    return _UP.pack(_PASS, 0, 0, port_id) + f0
 
 
 class FanoutInbox:

@@ -39,7 +39,8 @@ from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unix_records, unixsock, wire
 from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
 from monarch_cy._transport.current import current_node, node_or_make, set_node  # noqa: F401
-from monarch_cy._transport.fanout import FanoutInbox, addr_of as fanout_addr
+from monarch_cy._transport.fanout import (SUFFIX as _FAN, FanoutInbox, addr_of as fanout_addr,
+                                         pack_reply as _fan_reply)
 from monarch_cy._transport.protocol import (PROC_DEAD, RELEASE, REPLY, REPLY_BATCH,
                                             REPLY_PARTIAL, WAKE,
                                             buf as _buf, pack, unpack)
@@ -188,9 +189,10 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
                 return out
 
     def open_fanout(self):
-        """Bind this proc's fan-out inbox (:mod:`.fanout`) at ``addr + "f"`` and start
-        its nogil forwarding thread; the :class:`.fanout.FanoutInbox`, or None when
-        this node's address is not ``unix://``.  Idempotent; closed with the node."""
+        """Bind this proc's fan-out inbox (:mod:`.fanout`, at its ``addr_of``) and
+        start its nogil forwarding thread; the :class:`.fanout.FanoutInbox`, or None
+        when this node's address is not ``unix://``.  Idempotent; closed with the
+        node."""
         if self.fanout is None and self.addr.startswith(unixsock.SCHEME):
             self.fanout = FanoutInbox(fanout_addr(self.addr), self.keys.secret)
         return self.fanout
@@ -238,7 +240,9 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
     # -- replies -----------------------------------------------------------
     def reply(self, addr: str, port_id: int, rank, ok: bool, value, receiver_key=None,
               unsendable=None, what=None):
-        """Send a value (``ok``) or an exception to a port. Thread-safe.
+        """Send a value (``ok``) or an exception to a port. Thread-safe.  A port
+        whose address is a fan-out inbox (a cast down a tree whose forwarders gather
+        the replies) gets the reply in the raw form its C thread reads.
 
         The port always gets an answer: when ``value`` cannot be encoded (any
         exception while pickling it or placing its buffers), it gets an error instead
@@ -262,8 +266,11 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
                 data, extras = self.encode(self.remote_error(
                     None, f"the reply cannot be sent: {type(e).__name__}: {e} (and "
                           f"describing that failed: {type(e2).__name__}: {e2})"), ())
-        h = _dumps((REPLY, port_id, rank, ok), 5)      # protocol.pack, inlined
-        f0 = len(h).to_bytes(2, "little") + h + data
+        if addr.endswith(_FAN):       # a nogil forwarder gathers this call's replies
+            f0 = _fan_reply(port_id, rank, ok) + data
+        else:
+            h = _dumps((REPLY, port_id, rank, ok), 5)      # protocol.pack, inlined
+            f0 = len(h).to_bytes(2, "little") + h + data
         self.send(addr, [f0, *extras] if extras else [f0])
 
     def _flush_releases(self) -> None:

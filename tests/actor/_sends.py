@@ -3,6 +3,7 @@ a spawn or a heartbeat tick takes."""
 
 from __future__ import annotations
 
+from monarch_cy._transport.fanout import gathers
 from monarch_cy._transport.protocol import unpack
 
 FANOUT = "fanout"     # the kind listed for a message to a proc's nogil forwarder
@@ -17,7 +18,7 @@ def count_sends(monkeypatch, node, kinds=None) -> list:
 
     def counting(addr, frames):
         f0 = bytes(frames[0][:1])
-        kind = FANOUT if f0 == b"\xfa" and addr.endswith("f") else unpack(frames[0])[0][0]
+        kind = FANOUT if f0 == b"\xfa" and gathers(addr) else unpack(frames[0])[0][0]
         if kinds is None or kind in kinds:
             sent.append((kind, addr))
         return real(addr, frames)

@@ -41,7 +41,7 @@ def tree(tmp_path):
                             [(f"unix://{tmp_path}/c", route_c)])
 
     def send(method, data, extras=(), port=12345, ext=None):
-        tpl, off = fo.call_template(method, "unix://reply", port, "key", ext)
+        tpl, off, _ = fo.call_template(method, "unix://reply", port, "key", ext)
         f0 = fo.pack_message(tpl, off, route_h, data)
         assert out.send([f0, *extras]) is True
 
@@ -96,7 +96,7 @@ def test_unproven_and_replayed_connections_are_refused(tree, tmp_path):
     send, boxes, head, _ = tree
     path = u.path_of(head.addr)
     target, inc = unix_records.resolve(path)
-    tpl, off = fo.call_template("x", "r", 1, "k", None)
+    tpl, off, _ = fo.call_template("x", "r", 1, "k", None)
     msg = bytes((0,)) + fo.pack_message(tpl, off, fo.pack_route([(0, boxes[0].addr)], []))
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(target)
@@ -141,7 +141,7 @@ def test_malformed_messages_are_dropped_and_counted(tree):
     out = u.Outlet(head.addr, head.job_secret)
     out.send([b"\xfa\x01short"])
     out.send([b"not a fan-out message at all"])
-    tpl, off = fo.call_template("x", "r", 1, "k", None)
+    tpl, off, _ = fo.call_template("x", "r", 1, "k", None)
     bad_route = fo.pack_message(tpl, off, b"\x05\0\0\0")     # 5 targets, none there
     out.send([bad_route])
     deadline = time.monotonic() + 3

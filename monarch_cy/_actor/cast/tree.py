@@ -243,24 +243,35 @@ def send_tree(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extra
                          f"{'None' if reduce is None else 'a fold'}: REDUCE needs a fold "
                          "and no other mode takes one")
     if plan.fan is not None:
-        return _send_fan(node, plan, name, reply_addr, port_id, key, ext, data, extras)
+        return _send_fan(node, plan, name, reply_addr, port_id, key, ext, data, extras,
+                         mode)
     f0 = pack((CAST, name, reply_addr, port_id, key, ext, mode), data)
     send_down(node, plan, f0, [*([reduce] if mode == REDUCE else ()), *extras],
               lambda local, addr: (addr, [pack_call(name, reply_addr, port_id, local, key,
                                                     ext, data), *extras]))
 
 
-def _send_fan(node, plan: Plan, name, reply_addr, port_id, key, ext, data,
-              extras) -> None:
+# What the nogil forwarders do for each mode: gather whole (a fold is the
+# controller's then, Monarch's semantics), per turn of their loop, or nothing.
+_FAN_MODE = {NO_RELAY: _fo.NONE, GATHER: _fo.WHOLE, REDUCE: _fo.WHOLE,
+             RELAY: _fo.PER_TURN}
+
+
+def _send_fan(node, plan: Plan, name, reply_addr, port_id, key, ext, data, extras,
+              mode: int) -> None:
     """:func:`send_tree` down the heads' nogil forwarders: the call header is pickled
-    once, with a slot for each actor's rank; every actor answers ``reply_addr``
-    itself (no relay, no fold on the way: ``mode`` does not apply), so no proc's
+    once, with a slot for each actor's rank and the reply address marked for the
+    forwarders to put their own in; they gather the replies in C (``mode`` as for the
+    Python relays, but a ``REDUCE`` is gathered and folded here), so no proc's
     interpreter is on the way of another's call or reply.  A dead head is skipped
     (the caller fails its subtree)."""
-    tpl, off = _fo.call_template(name, reply_addr, port_id, key, ext)
+    tpl, off, span = _fo.call_template(name, reply_addr, port_id, key, ext)
+    fmode = _FAN_MODE[mode]
     for proc, route in plan.fan:
         if proc_failure(node, proc) is None:
-            node.send(_fo.addr_of(proc), [_fo.pack_message(tpl, off, route, data), *extras])
+            node.send(_fo.addr_of(proc), [_fo.pack_message(tpl, off, route, data, fmode,
+                                                           port_id, reply_addr, span),
+                                          *extras])
     for local, addr in plan.direct:
         node.send(addr, [pack_call(name, reply_addr, port_id, local, key, ext, data),
                          *extras])

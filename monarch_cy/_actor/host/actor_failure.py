@@ -31,7 +31,7 @@ from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.failure import MeshFailure, failure_mesh_name
 from monarch_cy._actor.host.supervise_call import call_with_timeout, supervise_timeout
 from monarch_cy._actor.model.actor import _debugged, _message, post_to
-from monarch_cy._transport import wire
+from monarch_cy._transport import fanout, wire
 from monarch_cy._transport.protocol import SEEN, SUPERVISE, UNDELIVERABLE, pack
 
 __all__ = ["ActorFailure", "format_exc", "one_line", "picklable"]
@@ -240,9 +240,11 @@ class ActorFailure:
             return
         if raddr and not method.startswith("__"):   # Monarch bounces it to the caller
             why = "stopped" if isinstance(self.failed, MeshStoppedError) else "failed"
-            self.node.send(raddr, [pack((UNDELIVERABLE, port_id,
-                                         f"{self.name}.{method.lstrip('!')}()",
-                                         f"{self.who}@{self.addr}", why, len(data)))])
+            f0 = pack((UNDELIVERABLE, port_id, f"{self.name}.{method.lstrip('!')}()",
+                       f"{self.who}@{self.addr}", why, len(data)))
+            # To a gathering forwarder, wrapped: it passes it up ahead of the reply.
+            self.node.send(raddr, [fanout.pack_pass(port_id, f0) if fanout.gathers(raddr)
+                                   else f0])
         if port_id:
             self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
             if not self._seen_sent and not isinstance(self.failed, MeshStoppedError):
