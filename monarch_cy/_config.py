@@ -245,13 +245,13 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "A call from the controller to more actors than this goes down a tree of the "
        "mesh's procs, each forwarding to at most this many (docs/scale.md); `0` sends to "
        "every actor directly. Read when the controller first calls a mesh.", minimum=0),
-    _V("MONARCH_CY_CAST_NOGIL", "flag", False, USER,
-       "`1`: casts down the tree are passed on by each proc's nogil forwarder thread (a "
-       "busy actor, even one holding the GIL, does not hold its subtree back) and every "
-       "actor answers the controller directly; `0`: forwarded by the procs' I/O "
-       "threads, replies gathered per subtree (docs/scale.md). Off by default: with it "
-       "the controller spends 2-10x the CPU per call at 128-256 procs (no reply "
-       "gathering). `unix://` meshes only; read once."),
+    _V("MONARCH_CY_CAST_NOGIL", "flag", True, USER,
+       "`1` (the default): casts down the tree of a one-host (`unix://`) mesh are passed "
+       "on, and their replies gathered, by each proc's nogil forwarder thread (a busy "
+       "actor, even one holding the GIL, does not hold its subtree back; an "
+       "`Accumulator`'s `merge=` fold then runs at the controller); `0`: forwarded, "
+       "gathered and folded by the procs' I/O threads, as for meshes across hosts "
+       "(docs/scale.md). Read once."),
     _V("MONARCH_CY_INTERLEAVE", "flag", False, USER,
        "`1`: every async actor's plain `@endpoint`s interleave at each `await` (as "
        "`class A(Actor, interleave=True)`, monarch_cy's opt-in), for programs written "

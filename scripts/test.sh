@@ -16,6 +16,8 @@ export MONARCH_CY_WHEEL_TEST=${MONARCH_CY_WHEEL_TEST:-require}
 .venv/bin/python -m pytest "$@"
 if [ $# -eq 0 ]; then
     # The actor tests again at a cast fan-out of 2: every mesh of more than two procs
-    # then spawns, casts, gathers and heartbeats down a tree (docs/scale.md).
-    MONARCH_CY_CAST_FANOUT=2 .venv/bin/python -m pytest tests/actor
+    # then spawns, casts, gathers and heartbeats down a tree (docs/scale.md).  The
+    # chaos down the tree sets its own fan-out: the first run covered it.
+    MONARCH_CY_CAST_FANOUT=2 .venv/bin/python -m pytest tests/actor \
+        --deselect tests/actor/test_chaos_tree.py::test_chaos_down_the_cast_tree
 fi

@@ -48,7 +48,7 @@ ACCESSORS = {
     _config.heartbeat_timeout: ("HEARTBEAT_TIMEOUT", 10.0, "0", 0.0),
     _config.run_dir: ("RUN_DIR", None, "/x/run", "/x/run"),
     _config.cast_fanout: ("CAST_FANOUT", 16, " 4 ", 4),
-    _config.cast_nogil: ("CAST_NOGIL", False, "1", True),
+    _config.cast_nogil: ("CAST_NOGIL", True, "0", False),
     _config.interleave: ("INTERLEAVE", False, "1", True),
     _config.supervise_timeout: ("SUPERVISE_TIMEOUT", 10.0, "0.5", 0.5),
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),

@@ -25,8 +25,8 @@ def tree(monkeypatch):
 
 @pytest.fixture
 def nogil_tree(monkeypatch, tree):
-    """``tree`` with casts passed on by the procs' nogil forwarders
-    (``MONARCH_CY_CAST_NOGIL=1``, opt-in), every actor answering the controller."""
+    """``tree`` with casts passed on and replies gathered by the procs' nogil
+    forwarders (``MONARCH_CY_CAST_NOGIL=1``, the default), whatever the environment."""
     from monarch_cy._actor.cast import tree as cast_tree
     monkeypatch.setattr(cast_tree, "_NOGIL", True)
     return tree

@@ -1,6 +1,7 @@
 """Chaos down the cast tree (issue 35, "How it is checked"): 64 procs at fan-out 4,
-casts forwarded by the heads' I/O threads (the default path, MONARCH_CY_CAST_NOGIL
-unset).
+once with casts passed on and replies gathered by the procs' nogil forwarders (the
+default on one host) and once by the heads' I/O threads (``MONARCH_CY_CAST_NOGIL=0``,
+the path of meshes across hosts).
 
 While two threads keep mesh-wide calls, slice calls, folds (``Accumulator(...,
 merge=)``, folded by the heads), broadcasts and ``call_one``s to random ranks in
@@ -48,11 +49,12 @@ BODY_BOUND = 150.0         # the whole chaos phase
 
 
 @pytest.mark.timeout(240)
-def test_chaos_down_the_cast_tree():
+@pytest.mark.parametrize("nogil", ["1", "0"], ids=["nogil_forwarders", "io_forwarders"])
+def test_chaos_down_the_cast_tree(nogil):
     if os.environ.get("CHAOS_TREE_CHILD"):
         pytest.skip("this is the child run")
-    env = {k: v for k, v in os.environ.items() if k != "MONARCH_CY_CAST_NOGIL"}
-    env.update(CHAOS_TREE_CHILD="1", MONARCH_CY_CAST_FANOUT=str(K))
+    env = dict(os.environ, CHAOS_TREE_CHILD="1", MONARCH_CY_CAST_FANOUT=str(K),
+               MONARCH_CY_CAST_NOGIL=nogil)
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
          "--show-capture=no", f"{__file__}::test_chaos_tree_body"], capture_output=True,
@@ -257,7 +259,8 @@ def test_chaos_tree_body(monkeypatch, tmp_path):
     if not os.environ.get("CHAOS_TREE_CHILD"):
         pytest.skip("run by test_chaos_down_the_cast_tree in a controller of its own")
     from monarch_cy._actor.cast import tree as cast_tree
-    assert cast_tree.fanout() == K and not cast_tree.nogil()
+    assert cast_tree.fanout() == K
+    assert cast_tree.nogil() == (os.environ["MONARCH_CY_CAST_NOGIL"] == "1")
     faults = []
     monkeypatch.setattr(api, "unhandled_fault_hook", faults.append)
     monkeypatch.setattr(api, "fault_hook_skips_seen", True)   # it handles what it sees

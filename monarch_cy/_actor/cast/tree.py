@@ -9,11 +9,13 @@ the forwarding work is spread over the procs.
 Who forwards.  Where every proc is ``unix://`` and ``MONARCH_CY_CAST_NOGIL`` is on
 (the default), each proc's nogil forwarder (:mod:`monarch_cy._transport.fanout`: a C
 thread that never takes the GIL) passes the call on (:func:`_send_fan`, the plan's
-``fan`` routes) and every actor answers the sender directly: an actor holding its
-proc's GIL, in C or in a Python loop, holds back nothing below it.  Otherwise the
-``CAST`` goes to each head's node and its pump thread (never the actor's thread, but
-one needing the GIL) runs :func:`forward`, and its :class:`Relay` or
-:class:`.reduce.ReduceRelay` gathers or folds the subtree's replies.
+``fan`` routes) and gathers its subtree's replies as the relays below would (``call``
+and ``Accumulator`` whole, ``stream`` per turn of its loop; a fold is the
+controller's): an actor holding its proc's GIL, in C or in a Python loop, holds back
+nothing below it.  Otherwise the ``CAST`` goes to each head's node and its pump
+thread (never the actor's thread, but one needing the GIL) runs :func:`forward`, and
+its :class:`Relay` or :class:`.reduce.ReduceRelay` gathers or folds the subtree's
+replies.
 
 The tree is fixed per actor mesh: ranks ``[0, n)`` are split into at most
 ``fanout`` contiguous chunks (:func:`_chunks`), the first rank of each chunk is

@@ -1,11 +1,12 @@
 """A head whose actor is busy does not hold back its subtree (issue 35, item 3): the
 nogil forwarders (monarch_cy._transport.fanout) pass casts on while the head's actor
-keeps the GIL in C or spins in Python, and the subtree answers the controller itself.
+keeps the GIL in C or spins in Python, and gather the subtree's replies the same way.
 
 Fan-out 2 over 9 procs: proc 0 heads ranks 1-4 (a 3-level tree).  Each test makes
 rank 0's actor busy with a ``broadcast`` (so the router keeps later calls on the tree),
 then times calls to ranks 1-4 against the same calls with the tree off.  The nogil
-forwarders are opt-in (``MONARCH_CY_CAST_NOGIL=1``); these tests turn them on."""
+forwarders are the default on one host; these tests turn them on whatever the
+environment says."""
 
 from __future__ import annotations
 

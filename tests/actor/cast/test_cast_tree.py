@@ -378,9 +378,12 @@ def test_each_adverb_picks_what_the_forwarders_do_with_its_replies(tree, monkeyp
         real(None, None, "note", "", 0, b"", None, b"", (), cast_tree.GATHER, b"fold")
 
 
-def test_a_call_down_the_tree_comes_back_as_one_batch_per_head(io_tree, monkeypatch):
+@pytest.mark.parametrize("path", ["io_tree", "nogil_tree"])
+def test_a_call_down_the_tree_comes_back_as_one_batch_per_head(path, request, monkeypatch):
+    """Replies gathered per subtree, by the heads' relays or their nogil forwarders:
+    the controller gets one batch per head and one reply per leaf it sent to."""
     from monarch_cy._actor.base.state import get_node
-    tree = io_tree
+    tree = request.getfixturevalue(path)
     from monarch_cy._transport.protocol import REPLY, REPLY_BATCH, unpack
     m = tree.spawn("rec", Noter)
     assert m.note.call(0).get(30).values() == [0] * 9
