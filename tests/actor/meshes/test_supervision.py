@@ -187,6 +187,30 @@ def test_call_to_a_failed_or_stopped_actor_reaches_hook_as_undeliverable(hook, m
     pm.stop().get(10)
 
 
+def test_an_undeliverable_call_below_a_gathering_forwarder_reaches_the_hook(hook,
+                                                                           monkeypatch):
+    """The same down a tree whose nogil forwarders gather the replies: the failed
+    actor's notice is passed up through them ahead of its error reply (were it
+    behind, the call would be over and the notice dropped)."""
+    from monarch_cy._actor.cast import tree as cast_tree
+    monkeypatch.setattr(cast_tree, "_FANOUT", 2)
+    monkeypatch.setattr(cast_tree, "_NOGIL", True)
+    monkeypatch.setattr(api, "fault_hook_skips_seen", False)
+    pm = this_host().spawn_procs(per_host={"gpus": 9})
+    m = pm.spawn("deep", Victim)
+    plan = cast_tree.Plan(m._addrs, m._procs, range(9), 2, fan=True)
+    assert plan.fan and 2 not in {local for local, _ in plan.direct}   # a forwarder's
+    with pytest.raises(SupervisionError):
+        m.slice(gpus=2).sys_exit.call_one().get(10)
+    for i in range(3):
+        with pytest.raises(SupervisionError, match="SystemExit"):
+            m.ping.call(i).get(10)
+    assert _wait(lambda: len(hook) >= 4, 5), hook
+    bounced = [str(f).splitlines()[1].strip() for f in hook if f.kind == "undeliverable"]
+    assert bounced == ["undeliverable message for deep.ping() (call):"] * 3, hook
+    pm.stop().get(10)
+
+
 def test_unseen_failure_reaches_hook_once_per_actor_mesh(hook):
     """A proc's death reaches the hook once per actor mesh on it, named as Monarch
     names that mesh's actor."""
