@@ -142,8 +142,9 @@ def handle_undeliverable(node, hdr, data, extras) -> None:
     """UNDELIVERABLE in the controller: a call of the client reached an actor that had
     already failed or stopped; its error reply follows.  Monarch's hook hears of it,
     naming the call by its adverb (the collector's: ``call_one``, ``call``...; port
-    0: a ``broadcast``, named by its destination).  A broadcast that went down the
-    cast tree is bounced to its forwarder, which cannot tell whose it was: no hook."""
+    0: a ``broadcast``, named by its destination).  A broadcast forwarded down a cast
+    tree by the procs' I/O threads is bounced to its forwarder, which cannot tell
+    whose it was: no hook (the nogil forwarders leave the caller's address)."""
     _, port_id, endpoint, dest, why, data_len = hdr[:6]
     col = node.port(port_id) if port_id else None
     if port_id and col is None:      # timed out, or not a port of the client's

@@ -67,7 +67,9 @@ class RoutedSend:
                             f"sent: {e}") from e.__cause__
         port_id = node.register_port(collector) if want_reply else 0
         key = node.key
-        addr = node.direct_addr if direct else node.addr
+        # The direct inbox is read while a caller waits on a reply; what comes back for a
+        # call that wants none (a failed actor's undeliverable notice) goes to the pump's.
+        addr = node.direct_addr if direct and want_reply else node.addr
         if reply_to is not None:
             addr, port_id, key = reply_to._addr, reply_to._port_id, reply_to._key
         if confirmable and self._name in REROUTED:

@@ -187,11 +187,30 @@ def test_call_to_a_failed_or_stopped_actor_reaches_hook_as_undeliverable(hook, m
     pm.stop().get(10)
 
 
+def test_a_broadcast_to_a_failed_actor_reaches_the_hook_with_no_call_waiting(hook,
+                                                                            monkeypatch):
+    """A broadcast's notice comes back to the inbox the pump reads, not to the one
+    read only while a call waits for its reply: the hook hears of it while the
+    program does nothing (it waited for the next blocking call before)."""
+    monkeypatch.setattr(api, "fault_hook_skips_seen", False)
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    m = pm.spawn("bcast", Victim)
+    with pytest.raises(SupervisionError):
+        m.slice(gpus=1).sys_exit.call_one().get(10)
+    assert _wait(lambda: len(hook) >= 1, 5), hook
+    m.ping.broadcast(1)
+    assert _wait(lambda: len(hook) >= 2, 5), hook            # no get() meanwhile
+    top = str(hook[1]).splitlines()[1].strip()
+    assert hook[1].kind == "undeliverable" and top.startswith("undeliverable message to ")
+    pm.stop().get(10)
+
+
 def test_an_undeliverable_call_below_a_gathering_forwarder_reaches_the_hook(hook,
                                                                            monkeypatch):
     """The same down a tree whose nogil forwarders gather the replies: the failed
     actor's notice is passed up through them ahead of its error reply (were it
-    behind, the call would be over and the notice dropped)."""
+    behind, the call would be over and the notice dropped); a broadcast's goes to
+    the controller itself (nothing gathers its replies)."""
     from monarch_cy._actor.cast import tree as cast_tree
     monkeypatch.setattr(cast_tree, "_FANOUT", 2)
     monkeypatch.setattr(cast_tree, "_NOGIL", True)
@@ -205,9 +224,12 @@ def test_an_undeliverable_call_below_a_gathering_forwarder_reaches_the_hook(hook
     for i in range(3):
         with pytest.raises(SupervisionError, match="SystemExit"):
             m.ping.call(i).get(10)
-    assert _wait(lambda: len(hook) >= 4, 5), hook
+    m.ping.broadcast(3)
+    assert _wait(lambda: len(hook) >= 5, 5), hook
     bounced = [str(f).splitlines()[1].strip() for f in hook if f.kind == "undeliverable"]
-    assert bounced == ["undeliverable message for deep.ping() (call):"] * 3, hook
+    assert bounced[:3] == ["undeliverable message for deep.ping() (call):"] * 3, hook
+    assert len(bounced) == 4 and bounced[3].startswith("undeliverable message to "), hook
+    assert m.slice(gpus=3).ping.call_one(4).get(10) == 4      # the rest still answer
     pm.stop().get(10)
 
 
