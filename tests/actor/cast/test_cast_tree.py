@@ -7,6 +7,7 @@ import math
 import os
 import pickle
 import signal
+import threading
 import time
 
 import numpy as np
@@ -388,17 +389,25 @@ def test_a_call_down_the_tree_comes_back_as_one_batch_per_head(path, request, mo
     m = tree.spawn("rec", Noter)
     assert m.note.call(0).get(30).values() == [0] * 9
     node = get_node()
-    got = []
-    real = node._handle_msg
+    got, ports = [], set()
+    real, register = node._handle_msg, node.register_port
 
     def counting(frames):
-        got.append(unpack(frames[0])[0][0])
+        got.append(unpack(frames[0])[0][:2])
         return real(frames)
+
+    def registering(collector):      # the calls' ports (not a tree heartbeat's)
+        pid = register(collector)
+        if threading.current_thread() is threading.main_thread():
+            ports.add(pid)
+        return pid
     monkeypatch.setattr(node, "_handle_msg", counting)
+    monkeypatch.setattr(node, "register_port", registering)
     for i in range(1, 6):
         assert m.note.call(i).get(10).values() == [i] * 9
     plan = cast_router.ROUTERS[m._addrs[0]].full_plan()
-    replies = [k for k in got if k in (REPLY, REPLY_BATCH)]
+    assert len(ports) == 5
+    replies = [k for k, port in got if k in (REPLY, REPLY_BATCH) and port in ports]
     assert replies.count(REPLY_BATCH) == 5 * len(plan.heads), (replies, plan.heads)
     assert replies.count(REPLY) == 5 * len(plan.direct), (replies, plan.direct)
 
