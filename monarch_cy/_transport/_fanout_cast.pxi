@@ -65,7 +65,7 @@ cdef void handle_cast(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
     cdef const char *route
     cdef const char *data
     cdef uint32_t nhere, nchild, i, local
-    cdef int mode, npc, j
+    cdef int mode, npc
     cdef long ntl
     cdef iovec *pc = f.pc
     cdef size_t *flen = f.flen
@@ -143,11 +143,7 @@ cdef void handle_cast(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
         pc[3].iov_len = dl
         flen[0] = chl + pc[1].iov_len + rlen + dl
         npc = 4
-        for j in range(1, nf):
-            pc[npc].iov_base = fr[j]
-            pc[npc].iov_len = fl[j]
-            flen[j] = fl[j]
-            npc += 1
+        npc = add_frames(f, npc, fr, fl, 1, nf)
         pos += rlen
         if d == NULL:
             f.dropped += 1
@@ -182,11 +178,7 @@ cdef void handle_cast(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
         pc[npc].iov_len = dl
         npc += 1
         flen[0] = tl + dl
-        for j in range(1, nf):
-            pc[npc].iov_base = fr[j]
-            pc[npc].iov_len = fl[j]
-            flen[j] = fl[j]
-            npc += 1
+        npc = add_frames(f, npc, fr, fl, 1, nf)
         if d == NULL:
             f.dropped += 1
             continue

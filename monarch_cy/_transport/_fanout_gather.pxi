@@ -265,12 +265,8 @@ cdef void send_alone(Fwd *f, Gather *g, char **fr, size_t *fl, int nf) noexcept 
     controller."""
     cdef char hdr[2 + 32]
     cdef size_t pos = 2
-    cdef int j, npc = 0
     if g.upfan:
-        for j in range(nf):
-            f.pc[j].iov_base, f.pc[j].iov_len = fr[j], fl[j]
-            f.flen[j] = fl[j]
-        send_up(f, g, f.pc, nf, f.flen, nf)
+        send_up(f, g, f.pc, add_frames(f, 0, fr, fl, 0, nf), f.flen, nf)
         return
     hdr[pos] = <char>0x80; hdr[pos + 1] = 5; hdr[pos + 2] = b'('        # PROTO, MARK
     hdr[pos + 3] = b'K'; hdr[pos + 4] = K_REPLY; pos += 5
@@ -283,10 +279,7 @@ cdef void send_alone(Fwd *f, Gather *g, char **fr, size_t *fl, int nf) noexcept 
     f.pc[0].iov_base, f.pc[0].iov_len = hdr, pos
     f.pc[1].iov_base, f.pc[1].iov_len = fr[0] + RHDR, fl[0] - RHDR
     f.flen[0] = pos + fl[0] - RHDR
-    for j in range(1, nf):
-        f.pc[j + 1].iov_base, f.pc[j + 1].iov_len = fr[j], fl[j]
-        f.flen[j] = fl[j]
-    send_up(f, g, f.pc, nf + 1, f.flen, nf)
+    send_up(f, g, f.pc, add_frames(f, 2, fr, fl, 1, nf), f.flen, nf)
 
 
 cdef void gather_settle(Fwd *f, Gather *g) noexcept nogil:
@@ -382,13 +375,10 @@ cdef void on_pass(Fwd *f, char **fr, size_t *fl, int nf) noexcept nogil:
     """A node message for the caller (``0xFD``), up in the order it came: as it is to
     a forwarder, unwrapped to the controller."""
     cdef Gather *g = gather_find(f, rd64(fr[0] + 6))
-    cdef int j
     if g == NULL:
         f.stray += 1
         return
-    for j in range(nf):
-        f.pc[j].iov_base, f.pc[j].iov_len = fr[j], fl[j]
-        f.flen[j] = fl[j]
+    add_frames(f, 0, fr, fl, 0, nf)
     if not g.upfan:
         f.pc[0].iov_base = fr[0] + RHDR
         f.pc[0].iov_len = fl[0] - RHDR

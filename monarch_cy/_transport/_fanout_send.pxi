@@ -77,6 +77,19 @@ cdef Rec *build_rec(iovec *pc, int npc, size_t *flen, int nf) noexcept nogil:
     return r
 
 
+cdef int add_frames(Fwd *f, int npc, char **fr, size_t *fl, int j0, int nf) noexcept nogil:
+    """Frames ``j0`` to ``nf - 1`` of a received message as the next pieces of a send
+    (``f.pc`` from ``npc`` on), each a frame of its own (``f.flen``); the piece count
+    after them."""
+    cdef int j
+    for j in range(j0, nf):
+        f.pc[npc].iov_base = fr[j]
+        f.pc[npc].iov_len = fl[j]
+        f.flen[j] = fl[j]
+        npc += 1
+    return npc
+
+
 cdef int push(int fd, Rec *r) noexcept nogil:
     """Send one record now: 0, or -errno."""
     cdef msghdr msg
