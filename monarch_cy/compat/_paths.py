@@ -73,7 +73,8 @@ SHIMS = {
     "monarch._src.actor.host_mesh": {
         "HostMesh": _A, "this_host": _A, "this_proc": _A, "default_bootstrap_cmd": _A},
     "monarch._src.actor.future": {"Future": _A},
-    "monarch._src.actor.shape": {"Extent": _A, "Point": _A},
+    "monarch._src.actor.shape": {"Extent": _A, "Point": _A,
+                                 "ShapeExt": "monarch_cy.compat._shape"},
     "monarch._src.actor.supervision": {"unhandled_fault_hook": _A},
     "monarch._src.actor.concurrent": {"concurrent_endpoint": _A},
     "monarch._src.actor.bootstrap": {n: _A for n in (
@@ -92,7 +93,8 @@ SHIMS = {
         "_WORKER_BOOTSTRAP_SCRIPT": f"{_P}:WORKER_BOOTSTRAP_SCRIPT"},
     "monarch._src.job.slurm": {"SlurmJob": _J},
     "monarch._src.job.process": {"ProcessJob": _J},
-    "monarch._src.job.spmd": {"SPMDJob": _J, "StoreJob": _J, "serve": _J},
+    "monarch._src.job.spmd": {n: "monarch_cy.job.spmd" for n in (
+        "SPMDJob", "StoreJob", "serve")},
     "monarch._src.tools.commands": {"load_current_job": _J},
     "monarch.job.kubernetes": {"ImageSpec": _J, "KubeConfig": _J, "KubernetesJob": _J},
     "monarch.job.spmd": {"SPMDJob": _J, "StoreJob": _J, "serve": _J},
@@ -105,7 +107,12 @@ SHIMS = {
     # -- the native extension's Python-visible types that programs import
     "monarch._rust_bindings.monarch_hyperactor.channel": {"ChannelTransport": _C},
     "monarch._rust_bindings.monarch_hyperactor.config": _CONFIG,
-    "monarch._rust_bindings.monarch_hyperactor.supervision": {"SupervisionError": _A},
+    "monarch._rust_bindings.monarch_hyperactor.supervision": {
+        "SupervisionError": _A, "MeshFailure": _A},
+    "monarch._rust_bindings.monarch_hyperactor.host_mesh": {"BootstrapCommand": _A},
+    "monarch._rust_bindings.monarch_hyperactor.shape": {
+        "Point": _A, "Extent": _A, "Shape": "monarch_cy.compat._shape",
+        "Slice": "monarch_cy.compat._shape"},
     # -- Monarch's deprecated public aliases, and monarch.actor.concurrent
     "monarch.actor_mesh": _ACTOR_MESH,
     "monarch.proc_mesh": _PROC_MESH,
