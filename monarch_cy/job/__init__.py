@@ -10,6 +10,8 @@ from monarch_cy._hosts.job import DEFAULT_JOB_PATH, JobState, JobTrait
 from monarch_cy._hosts.job_cache import job_load, job_loads
 from monarch_cy._hosts.kubernetes import KubernetesJob
 from monarch_cy._hosts.local_jobs import LocalJob, ProcessJob, hosts_from_config
+from monarch_cy._hosts.port_forward import PortForwarder
+from monarch_cy._hosts.shell import shell
 from monarch_cy._hosts.slurm import SlurmJob
 from monarch_cy._telemetry.config import TelemetryConfig
 
@@ -23,6 +25,7 @@ __all__ = [
     "JobTrait",
     "KubernetesJob",
     "LocalJob",
+    "PortForwarder",
     "ProcessJob",
     "SchedulerError",
     "SlurmJob",
@@ -30,4 +33,5 @@ __all__ = [
     "hosts_from_config",
     "job_load",
     "job_loads",
+    "shell",
 ]

@@ -104,6 +104,11 @@ def _register() -> None:
         return mod
 
     _paths.make_shim = make_shim_with_placeholders
+    # Every python the tests start gets monarch_cy for 'import monarch', as the test
+    # process does (python -m monarch_cy.compat): isolate_in_subprocess runs each
+    # such test in 'python isolate_in_subprocess.py', which imports monarch.
+    from monarch_cy import compat
+    compat.install(shadow=True)
 
 
 _register()
