@@ -1,5 +1,8 @@
 """Placeholders for Monarch's Rust internals, for running Monarch's own tests on monarch_cy.
 
+It also installs :mod:`monarch_cy.compat` in every Python process started with this
+folder on its path (see the end of :func:`_register`).
+
 Only ``scripts/monarch_tests.py`` puts this folder on ``PYTHONPATH`` (for the monarch_cy
 run, in the test process and every proc it starts).  Monarch's test files import, at
 module level, names from its native extension that exist only to test the extension
@@ -104,6 +107,11 @@ def _register() -> None:
         return mod
 
     _paths.make_shim = make_shim_with_placeholders
+    # Every Python process of the run is a Monarch program on monarch_cy, as the test
+    # process is (``python -m monarch_cy.compat -m pytest``): Monarch's tests also start
+    # plain ``python helper.py`` children (isolate_in_subprocess, worker binaries).
+    from monarch_cy import compat
+    compat.install()
     # Every python the tests start gets monarch_cy for 'import monarch', as the test
     # process does (python -m monarch_cy.compat): isolate_in_subprocess runs each
     # such test in 'python isolate_in_subprocess.py', which imports monarch.
