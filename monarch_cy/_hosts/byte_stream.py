@@ -157,13 +157,18 @@ class StreamEnd:
         self._queue.put_nowait(None)         # wake the sink: it raises
 
     # -- ending -----------------------------------------------------------------
+    def tell_abort(self, why: str) -> None:
+        """Send ABORT to the other end only (best effort; touches nothing of this
+        end's loop, so any thread may call it)."""
+        try:
+            self.peer.send((ABORT, why))
+        except Exception:  # noqa: BLE001 - the other end may be gone already
+            pass
+
     def abort(self, why: str) -> None:
         """Tell the other end to drop the stream (best effort), and break this end."""
         if self._broken is None:
-            try:
-                self.peer.send((ABORT, why))
-            except Exception:  # noqa: BLE001 - the other end may be gone already
-                pass
+            self.tell_abort(why)
         self._break(ConnectionAbortedError(why))
 
     async def close(self) -> None:

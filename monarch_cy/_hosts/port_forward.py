@@ -26,13 +26,14 @@ Semantics:
   (EOF) on either side is passed on as a half close; the connection ends once both
   directions have ended.  An abrupt end on either side (a reset, an error, the
   service refusing the connection) resets the other side's socket.
-* **stop()** of the ``PortForwarder`` (idempotent) stops every forward it made:
-  listeners close first (new connections are refused), then every open connection
-  is reset, even one stuck behind a peer that does not read; it returns when all of
-  it is done.  Stopping the procs of either mesh ends the forwards on them.
+* **stop()** of the ``PortForwarder`` (idempotent) stops every forward it made (their
+  actors are its children, stopped before it): each listener is closed (new
+  connections are refused) and every open connection is reset, even one stuck
+  behind a peer that does not read, before ``stop()`` returns.  Stopping the procs
+  of either mesh ends the forwards on them.
 
 The actors live in the procs' asyncio loops; sockets are closed by the actor that
-opened or accepted them.
+opened or accepted them, and each stream's receiver by its relay.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ async def _close(writer: asyncio.StreamWriter) -> None:
 
 
 async def _relay(end: StreamEnd, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, connections: "_Connections") -> None:
     """Relay one socket through ``end`` until both directions ended; reset the socket
     (and tell the other end) on any failure or cancellation."""
 
@@ -146,6 +147,7 @@ async def _relay(end: StreamEnd, reader: asyncio.StreamReader,
             writer.write_eof()
             await writer.drain()
 
+    connections.open[writer] = end
     end.start(write, write_eof)
     pump = asyncio.ensure_future(end.pump(lambda: reader.read(CHUNK)))
     try:
@@ -154,33 +156,63 @@ async def _relay(end: StreamEnd, reader: asyncio.StreamReader,
         end.abort("port forward stopped")
         _reset(writer)
         raise
-    except (OSError, RuntimeError, Exception) as e:  # noqa: BLE001 - any end resets
+    except Exception as e:  # noqa: BLE001 - any failure of either side resets both
         end.abort(f"{type(e).__name__}: {e}")
         _reset(writer)
     else:
         await _close(writer)
     finally:
+        connections.open.pop(writer, None)
         pump.cancel()
         await asyncio.gather(pump, return_exceptions=True)
         await end.close()
 
 
 class _Connections:
-    """The relay tasks of one actor's connections."""
+    """One actor's connections: their tasks, and the sockets and streams open."""
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task] = set()
+        self.open: dict = {}            # writer -> its StreamEnd (None: not yet)
 
     def add(self, coro) -> None:
         t = asyncio.ensure_future(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
+    def reset_all(self) -> None:
+        """Reset every socket and tell every other end (synchronous: see
+        :func:`_cleanup`)."""
+        for writer, end in list(self.open.items()):
+            if end is not None:
+                end.tell_abort("port forward stopped")
+            _reset(writer)
+        self.open.clear()
+
     async def close(self) -> None:
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _cleanup(loop, connections: _Connections, server=None) -> None:
+    """An actor's ``__cleanup__``: close the listener, reset every connection.
+
+    monarch_cy runs ``__cleanup__`` on a helper thread with a loop of its own while
+    the actor's thread waits, then cancels the tasks of the actor's loop: what is
+    done here is synchronous (the listening socket is closed before ``stop()``
+    returns, each connection's reset is sent before its task is cancelled).  Run on
+    the actor's own loop, it also cancels and awaits the connections' tasks."""
+    if server is not None:
+        server.close()
+    connections.reset_all()
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    if here is loop:
+        await connections.close()
 
 
 # -- the two sides --------------------------------------------------------------------
@@ -190,10 +222,12 @@ class _ForwardDestination(Actor):
 
     def __init__(self) -> None:
         self._port: int | None = None
+        self._loop = None
         self._connections = _Connections()
 
     @endpoint
     async def configure(self, dst_port) -> None:
+        self._loop = asyncio.get_running_loop()
         point = current_rank()
         port = _at_point(dst_port, point)
         name = "dst_port" if not callable(dst_port) else f"dst_port at {dict(point)}"
@@ -211,11 +245,12 @@ class _ForwardDestination(Actor):
             raise RuntimeError("this port-forward destination was never configured")
         reader, writer = await asyncio.open_connection(_HOST, self._port)
         port, inbox = Channel.open()
-        self._connections.add(_relay(StreamEnd(peer, inbox), reader, writer))
+        self._connections.add(_relay(StreamEnd(peer, inbox), reader, writer,
+                                     self._connections))
         return port
 
     async def __cleanup__(self, exc) -> None:
-        await self._connections.close()
+        await _cleanup(self._loop, self._connections)
 
 
 class _ForwardSource(Actor):
@@ -223,24 +258,30 @@ class _ForwardSource(Actor):
 
     def __init__(self) -> None:
         self._server: asyncio.AbstractServer | None = None
+        self._loop = None
         self._destination = None
         self._where = ""
         self._connections = _Connections()
 
     @endpoint
     async def start(self, destination, src_address) -> None:
+        self._loop = asyncio.get_running_loop()
         point = current_rank()
         host, port = _parse_address(_at_point(src_address, point))
         self._destination = destination.slice(**dict(point)) if len(point) else destination
         self._where = f"{host}:{port}"
         try:
             self._server = await asyncio.start_server(
-                self._accepted, host, port, reuse_port=True)
+                lambda r, w: self._connections.add(self._accepted(r, w)), host, port,
+                reuse_port=True)
         except OSError as e:
             raise OSError(e.errno, f"src_address {self._where!r}: cannot listen there: "
                                    f"{e.strerror or e}") from None
 
     async def _accepted(self, reader, writer) -> None:
+        """One accepted connection, from asking the destination to connect to the
+        end of the relay (a task of ``self._connections``: stop cancels it)."""
+        self._connections.open[writer] = None
         port, inbox = Channel.open()
         try:
             peer = await self._destination.open.call_one(port)
@@ -254,14 +295,13 @@ class _ForwardSource(Actor):
                          self._where, e)
             _reset(writer)
             return
-        self._connections.add(_relay(StreamEnd(peer, inbox), reader, writer))
+        finally:
+            self._connections.open.pop(writer, None)
+        await _relay(StreamEnd(peer, inbox), reader, writer, self._connections)
 
     async def __cleanup__(self, exc) -> None:
         server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            await server.wait_closed()
-        await self._connections.close()
+        await _cleanup(self._loop, self._connections, server)
 
 
 # -- the public actor -----------------------------------------------------------------
@@ -271,9 +311,6 @@ class PortForwarder(Actor):
 
     Spawn it on the client's proc, call :meth:`forward` once per forward (see the
     module docstring for the semantics)."""
-
-    def __init__(self) -> None:
-        self._forwards: list = []           # [source mesh, destination mesh]
 
     @endpoint
     async def forward(self, dst_proc_mesh, dst_port, src_proc_mesh, src_address) -> None:
@@ -309,15 +346,7 @@ class PortForwarder(Actor):
                 e.add_note("stopping the port forward's actors failed: " + "; ".join(
                     f"{type(f).__name__}: {f}" for f in failures))
             raise
-        self._forwards.append(spawned)
 
-    async def __cleanup__(self, exc) -> None:
-        forwards, self._forwards = self._forwards, []
-        failures = []
-        for spawned in forwards:
-            failures += await _stop_all(spawned)
-        if failures and exc is None:
-            raise failures[0]
 
 
 async def _stop_all(meshes) -> list:

@@ -67,10 +67,14 @@ def shell(host_mesh_singleton, *, env: dict | None = None,
         workdir = os.fspath(workdir)
     stdin_fd, stdout_fd = _fileno(sys.stdin, "stdin"), _fileno(sys.stdout, "stdout")
     sys.stdout.flush()
-    procs = host_mesh_singleton.spawn_procs()
+    return _blocking(_shell, host_mesh_singleton, env, workdir, stdin_fd, stdout_fd)
+
+
+def _shell(host_mesh, env, workdir, stdin_fd: int, stdout_fd: int) -> int:
+    procs = host_mesh.spawn_procs()
     try:
         session = procs.spawn("shell", ShellSession)
-        return _run(_session(session, env, workdir, stdin_fd, stdout_fd))
+        return asyncio.run(_session(session, env, workdir, stdin_fd, stdout_fd))
     finally:
         procs.stop().get()
 
@@ -83,18 +87,18 @@ def _fileno(stream, name: str) -> int:
                          f"{stream!r} ({e})") from None
 
 
-def _run(coro):
-    """Run ``coro`` to its end in a loop of its own (a helper thread's when this
-    thread already runs a loop)."""
+def _blocking(fn, *args):
+    """``fn(*args)`` here, or in a helper thread when this thread runs an event loop
+    (``fn`` blocks, and runs a loop of its own)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return fn(*args)
     out: dict = {}
 
     def target() -> None:
         try:
-            out["value"] = asyncio.run(coro)
+            out["value"] = fn(*args)
         except BaseException as e:  # noqa: BLE001 - raised again in the caller
             out["error"] = e
     t = threading.Thread(target=target, name="monarch-shell")
@@ -198,6 +202,7 @@ def _on_resize(end: StreamEnd, *fds: int):
             end.send_message((RESIZE, *_window_size(*fds)))
         except Exception:  # noqa: BLE001 - the session is ending
             pass
+    previous = signal.getsignal(signal.SIGWINCH)
     try:
         loop.add_signal_handler(signal.SIGWINCH, resized)
     except (RuntimeError, ValueError):      # not the main thread
@@ -207,6 +212,7 @@ def _on_resize(end: StreamEnd, *fds: int):
         yield
     finally:
         loop.remove_signal_handler(signal.SIGWINCH)
+        signal.signal(signal.SIGWINCH, previous if previous is not None else signal.SIG_DFL)
 
 
 class _Stdin:

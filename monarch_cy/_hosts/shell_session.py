@@ -14,15 +14,20 @@ Endings:
 * The shell exits: its remaining output is sent, then EOF; ``exit_status`` (a
   concurrent endpoint the client calls once) returns its status, ``128 + signal``
   when a signal ended it.
-* The client's input ends (EOF): the terminal's EOF character (``^D``) is typed,
-  as at the end of a script piped into a terminal; a shell that is still running
-  ``HANGUP_GRACE`` seconds later is hung up as when a terminal closes: SIGHUP to its
-  process group and the terminal's foreground group, then SIGTERM, then SIGKILL,
-  each a grace period apart.  The client's ABORT hangs up at once.
-* ``__cleanup__`` (the actor or its proc stopping) hangs up what still runs and
-  closes the pty.
+* The client's input ends (EOF): as when a terminal closes, with ``EOF_GRACE`` (2 s)
+  for the input typed before it: once the shell's line editor waits for input
+  (the terminal is not canonical) it gets the terminal's EOF character (``^D``,
+  typed once: an idle interactive shell then exits by itself); whatever still runs
+  at the end of the grace is hung up: SIGHUP to every process group of the shell's
+  session (foreground and background jobs), then SIGTERM, then SIGKILL,
+  ``HANGUP_GRACE`` (1 s) apart, until none is left.  A command still running at
+  EOF is therefore ended (a shell hung up exits with 129).  The client's ABORT (its
+  terminal failed) hangs up at once.
+* ``__cleanup__`` (the actor or its proc stopping) hangs up whatever of the session
+  still runs, background jobs included, so nothing is left on the host; the pty
+  is closed when the actor's tasks end.
 
-The session owns the pty's master (closed in ``__cleanup__``) and the shell process;
+The session owns the pty's master (closed when its session task ends) and the shell;
 the shell's environment is the proc's, less the job's secret, plus
 ``MONARCH_RANK_*``/``MONARCH_SIZE_*`` of this actor's point, the caller's ``env``,
 and ``TERM`` from the client.
@@ -40,6 +45,7 @@ import subprocess
 import sys
 import termios
 import threading
+import time
 
 from monarch_cy._actor.model.actor import Actor, current_rank
 from monarch_cy._actor.model.concurrent import concurrent_endpoint
@@ -48,10 +54,11 @@ from monarch_cy._actor.model.ports import Channel
 from monarch_cy._hosts.byte_stream import CHUNK, StreamEnd
 from monarch_cy._transport.secret import ENV, ENV_FILE
 
-__all__ = ["ShellSession", "RESIZE", "HANGUP_GRACE"]
+__all__ = ["ShellSession", "RESIZE", "HANGUP_GRACE", "EOF_GRACE"]
 
 RESIZE = "resize"
-HANGUP_GRACE = 1.0           # seconds between EOF and SIGHUP, SIGHUP and SIGTERM, ...
+HANGUP_GRACE = 1.0           # seconds between SIGHUP and SIGTERM, SIGTERM and SIGKILL
+EOF_GRACE = 2.0              # seconds between the input's EOF and SIGHUP
 _OUTPUT_LINGER = 0.2         # after the shell exits: output still in the pty, if any
 
 # Run as the new session's leader (start_new_session): make the pty on fd 0 the
@@ -74,11 +81,12 @@ class ShellSession(Actor):
 
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
-        self._master: int | None = None
+        self._master: int | None = None        # the pty's master; the actor's loop owns it
         self._end: StreamEnd | None = None
-        self._exited: asyncio.Event | None = None
+        self._exited: asyncio.Event | None = None       # for the actor's loop
+        self._gone = threading.Event()                  # the same, for any thread
         self._task: asyncio.Task | None = None
-        self._hangup: asyncio.Task | None = None
+        self._hangup: asyncio.Future | None = None
 
     @endpoint
     async def start(self, output, env, workdir, client_cwd, term, window_size):
@@ -131,46 +139,43 @@ class ShellSession(Actor):
     # -- the process ----------------------------------------------------------
     def _wait_process(self, loop) -> None:
         self._process.wait()
+        self._gone.set()
         try:
             loop.call_soon_threadsafe(self._exited.set)
         except RuntimeError:                  # the loop closed: the actor is gone
             pass
 
-    def _groups(self) -> set:
-        groups = {self._process.pid}
-        try:
-            groups.add(os.tcgetpgrp(self._master))
-        except OSError:
-            pass
-        groups.discard(os.getpgrp())
-        return {g for g in groups if g > 1}
-
-    async def _hang_up(self, first_wait: float = 0.0) -> None:
-        """HUP, TERM, KILL the shell's groups, a grace period apart, until it exits."""
-        if first_wait:
-            await self._wait_exit(first_wait)
-        groups = self._groups() if self._master is not None else {self._process.pid}
+    def _hang_up(self, first_wait: float = 0.0) -> None:
+        """Blocking, from any thread: after ``first_wait`` s (the shell may end by
+        itself meanwhile: then nothing is done), HUP, TERM, then KILL the process
+        groups of the shell's session (its foreground and background jobs), a grace
+        period apart, until no process of the session is left."""
+        if first_wait and self._gone.wait(first_wait):
+            return
+        sid = self._process.pid
         for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGKILL):
-            if self._process.returncode is not None and not _alive(groups):
+            groups = _session_groups(sid)
+            if not groups:
                 return
             for g in groups:
                 try:
                     os.killpg(g, sig)
                 except (ProcessLookupError, PermissionError):
                     pass
-            await self._wait_exit(HANGUP_GRACE)
+            deadline = time.monotonic() + HANGUP_GRACE
+            while _session_groups(sid) and time.monotonic() < deadline:
+                time.sleep(0.02)
 
-    async def _wait_exit(self, timeout: float) -> None:
-        try:
-            await asyncio.wait_for(self._exited.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+    def _start_hang_up(self, first_wait: float = 0.0) -> None:
+        if self._hangup is None:
+            self._hangup = asyncio.ensure_future(asyncio.to_thread(self._hang_up,
+                                                                   first_wait))
 
     # -- input: the client's keys into the pty ----------------------------------
     async def _write(self, data: bytes) -> None:
         loop = asyncio.get_running_loop()
         view = memoryview(data)
-        while view:
+        while view and self._master is not None:    # after the end, input is moot
             try:
                 n = os.write(self._master, view)
             except BlockingIOError:
@@ -183,13 +188,31 @@ class ShellSession(Actor):
             view = view[n:]
 
     async def _input_ended(self) -> None:
-        try:
-            eof = termios.tcgetattr(self._master)[6][termios.VEOF]
-        except (OSError, termios.error):
-            eof = b"\x04"
-        await self._write(eof if isinstance(eof, bytes) else bytes([eof]))
-        if self._hangup is None:
-            self._hangup = asyncio.ensure_future(self._hang_up(HANGUP_GRACE))
+        """The client's input ended: within ``EOF_GRACE`` s, type the terminal's EOF
+        character once the shell's line editor reads (the terminal not canonical: a
+        ^D typed while it still is would be dropped when the editor switches), then
+        hang up whatever still runs."""
+        deadline = time.monotonic() + EOF_GRACE
+        typed = False
+        while self._master is not None and not self._exited.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if not typed:
+                try:
+                    attrs = termios.tcgetattr(self._master)
+                except (OSError, termios.error):
+                    break
+                if not attrs[3] & termios.ICANON:
+                    eof = attrs[6][termios.VEOF]
+                    await self._write(eof if isinstance(eof, bytes) else bytes([eof]))
+                    typed = True
+            try:
+                await asyncio.wait_for(self._exited.wait(), min(left, 0.02))
+            except asyncio.TimeoutError:
+                pass
+        if not self._exited.is_set():
+            self._start_hang_up()
 
     def _message(self, msg) -> None:
         if msg[0] == RESIZE and self._master is not None:
@@ -216,60 +239,76 @@ class ShellSession(Actor):
             else:
                 ready = asyncio.ensure_future(_ready(loop, self._master))
                 exited = asyncio.ensure_future(self._exited.wait())
-                await asyncio.wait((ready, exited), return_when=asyncio.FIRST_COMPLETED)
-                for t in (ready, exited):
-                    t.cancel()
+                try:
+                    await asyncio.wait((ready, exited),
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for t in (ready, exited):
+                        t.cancel()
+                    await asyncio.gather(ready, exited, return_exceptions=True)
 
     async def _output(self) -> int:
+        """The session's task: output to the client until the shell is gone; its
+        exit status.  Closes the pty (also when the actor's stop cancels it)."""
         watch = asyncio.ensure_future(self._watch_input())
         try:
-            await self._end.pump(self._read)
-        except ConnectionAbortedError:        # the client gave up: _watch_input hangs up
-            pass
-        except Exception:
-            if self._hangup is None:
-                self._hangup = asyncio.ensure_future(self._hang_up())
-            raise
+            try:
+                await self._end.pump(self._read)
+            except ConnectionAbortedError:    # the client gave up: _watch_input hangs up
+                pass
+            except Exception:
+                self._start_hang_up()
+                raise
+            await self._exited.wait()
+            return _exit_status(self._process.returncode)
         finally:
             watch.cancel()
-        await self._exited.wait()
-        return _exit_status(self._process.returncode)
+            await asyncio.gather(watch, return_exceptions=True)
+            await self._end.close()
+            master, self._master = self._master, None
+            if master is not None:
+                os.close(master)
 
     async def _watch_input(self) -> None:
         """Hang up at once when the input stream breaks (the client's ABORT)."""
         try:
             await self._end.sink_done()
         except Exception:  # noqa: BLE001 - any break of the input ends the session
-            if self._hangup is None:
-                self._hangup = asyncio.ensure_future(self._hang_up())
+            self._start_hang_up()
 
     async def __cleanup__(self, exc) -> None:
-        if self._process is not None and self._process.returncode is None:
-            await self._hang_up()
-        for t in (self._hangup, self._task):
-            if t is not None and not t.done():
-                t.cancel()
-                await asyncio.gather(t, return_exceptions=True)
-        if self._end is not None:
-            await self._end.close()
-        if self._master is not None:
-            try:
-                os.close(self._master)
-            except OSError:
-                pass
-            self._master = None
+        # monarch_cy runs __cleanup__ on a helper thread of its own, the actor's loop
+        # waiting meanwhile, and cancels the loop's tasks after it (_output's finally
+        # then closes the pty): only the blocking, thread-safe hang-up is done here.
+        if self._process is not None:
+            await asyncio.to_thread(self._hang_up)
 
 
-def _alive(groups) -> bool:
-    for g in groups:
+def _session_groups(sid: int) -> set:
+    """The process groups of the live (not zombie) processes of session ``sid``
+    (read from ``/proc``; where it cannot be read, the session leader's group)."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        pids = None
+    if pids is None:
         try:
-            os.killpg(g, 0)
-            return True
-        except ProcessLookupError:
+            os.killpg(sid, 0)
+            return {sid}
+        except OSError:
+            return set()
+    groups = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
             continue
-        except PermissionError:
-            return True
-    return False
+        # after the command: state, ppid, pgrp, session
+        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
+            groups.add(int(fields[2]))
+    groups.discard(os.getpgrp())
+    return {g for g in groups if g > 1}
 
 
 async def _ready(loop, fd: int, write: bool = False) -> None:
