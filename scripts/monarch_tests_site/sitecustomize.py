@@ -112,11 +112,6 @@ def _register() -> None:
     # plain ``python helper.py`` children (isolate_in_subprocess, worker binaries).
     from monarch_cy import compat
     compat.install()
-    # Every python the tests start gets monarch_cy for 'import monarch', as the test
-    # process does (python -m monarch_cy.compat): isolate_in_subprocess runs each
-    # such test in 'python isolate_in_subprocess.py', which imports monarch.
-    from monarch_cy import compat
-    compat.install(shadow=True)
 
 
 _register()
