@@ -27,10 +27,10 @@ Semantics:
   directions have ended.  An abrupt end on either side (a reset, an error, the
   service refusing the connection) resets the other side's socket.
 * **stop()** of the ``PortForwarder`` (idempotent) stops every forward it made (their
-  actors are its children, stopped before it): each listener is closed (new
-  connections are refused) and every open connection is reset, even one stuck
-  behind a peer that does not read, before ``stop()`` returns.  Stopping the procs
-  of either mesh ends the forwards on them.
+  actors are its children, stopped before it): each listener is closed before
+  ``stop()`` returns (new connections are refused), and every open connection is
+  reset, even one stuck behind a peer that does not read.  Stopping the procs of
+  either mesh ends the forwards on them.
 
 The actors live in the procs' asyncio loops; sockets are closed by the actor that
 opened or accepted them, and each stream's receiver by its relay.
@@ -181,8 +181,7 @@ class _Connections:
         t.add_done_callback(self._tasks.discard)
 
     def reset_all(self) -> None:
-        """Reset every socket and tell every other end (synchronous: see
-        :func:`_cleanup`)."""
+        """Reset every socket and tell every other end (in the actor's loop)."""
         for writer, end in list(self.open.items()):
             if end is not None:
                 end.tell_abort("port forward stopped")
@@ -199,20 +198,28 @@ class _Connections:
 async def _cleanup(loop, connections: _Connections, server=None) -> None:
     """An actor's ``__cleanup__``: close the listener, reset every connection.
 
-    monarch_cy runs ``__cleanup__`` on a helper thread with a loop of its own while
-    the actor's thread waits, then cancels the tasks of the actor's loop: what is
-    done here is synchronous (the listening socket is closed before ``stop()``
-    returns, each connection's reset is sent before its task is cancelled).  Run on
-    the actor's own loop, it also cancels and awaits the connections' tasks."""
+    The listener is closed here and now, so ``stop()`` returns with the address
+    refusing connections.  monarch_cy runs ``__cleanup__`` on a helper thread with a
+    loop of its own while the actor's thread waits, then cancels the tasks of the
+    actor's loop: the resets are then handed to the actor's loop, where they run
+    first, before the cancelled relays end.  On the actor's own loop, they run here
+    and the relays are cancelled and awaited."""
     if server is not None:
         server.close()
-    connections.reset_all()
+    if loop is None:                       # never started: nothing is open
+        return
     try:
         here = asyncio.get_running_loop()
     except RuntimeError:
         here = None
     if here is loop:
+        connections.reset_all()
         await connections.close()
+        return
+    try:
+        loop.call_soon_threadsafe(connections.reset_all)
+    except RuntimeError:                   # the actor's loop is closed: so are they
+        pass
 
 
 # -- the two sides --------------------------------------------------------------------
@@ -243,7 +250,12 @@ class _ForwardDestination(Actor):
         """Connect to the service; return this side's port of the stream."""
         if self._port is None:
             raise RuntimeError("this port-forward destination was never configured")
-        reader, writer = await asyncio.open_connection(_HOST, self._port)
+        try:
+            reader, writer = await asyncio.open_connection(_HOST, self._port)
+        except OSError as e:
+            raise type(e)(e.errno, f"dst_port {self._port}: cannot connect to "
+                                   f"{_HOST}:{self._port} on host "
+                                   f"{socket.gethostname()}: {e.strerror or e}") from None
         port, inbox = Channel.open()
         self._connections.add(_relay(StreamEnd(peer, inbox), reader, writer,
                                      self._connections))
@@ -291,8 +303,9 @@ class _ForwardSource(Actor):
             raise
         except Exception as e:  # noqa: BLE001 - the client sees a reset; the log says why
             inbox.close()
-            _log.warning("port forward %s: the destination could not connect: %s",
-                         self._where, e)
+            lines = [ln for ln in str(e).splitlines() if ln.strip()]
+            _log.warning("port forward from %s: connection reset: %s", self._where,
+                         lines[-1].strip() if lines else type(e).__name__)
             _reset(writer)
             return
         finally:

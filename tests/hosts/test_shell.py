@@ -192,3 +192,85 @@ def test_shell_missing_workdir_is_refused_and_nothing_left_running():
         term.run(workdir="/nonexistent/dir")
     term.text()
     assert no_new_children(before)
+
+
+# -- a user at a terminal: the client's stdin and stdout are a pty too ---------------------
+
+_AT_A_TERMINAL = r"""
+import fcntl, sys, termios
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)        # this pty is our controlling terminal
+from monarch_cy.actor import this_host
+from monarch_cy.job import shell
+status = shell(this_host())
+canonical = bool(termios.tcgetattr(0)[3] & termios.ICANON)
+print(f"status={status} canonical-again={canonical}", flush=True)
+"""
+
+
+class UserTerminal:
+    """A pty whose slave is the client's terminal; we type at its master."""
+
+    def __init__(self, rows: int, columns: int) -> None:
+        import subprocess
+        from monarch_cy._hosts.shell_session import set_window_size
+        self.master, slave = os.openpty()
+        set_window_size(self.master, rows, columns)
+        self.proc = subprocess.Popen([sys.executable, "-c", _AT_A_TERMINAL], stdin=slave,
+                                     stdout=slave, stderr=slave, start_new_session=True)
+        os.close(slave)
+        self.output = bytearray()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.output += data
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def wait_for(self, text: str, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.output:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                pytest.fail(f"{text!r} never appeared; the terminal shows:\n"
+                            f"{self.output.decode(errors='replace')[-2000:]}")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        os.close(self.master)
+
+
+def test_shell_at_a_terminal_raw_keys_window_size_and_restore():
+    from monarch_cy._hosts.shell_session import set_window_size
+    user = UserTerminal(40, 100)
+    try:
+        # arithmetic in the commands: the echo of what we type never matches
+        user.type("echo ready-$((40+2))\r")
+        user.wait_for("ready-42")
+        user.type("echo size-$(stty size | tr ' ' x)\r")
+        user.wait_for("size-40x100")
+        set_window_size(user.master, 50, 120)      # the kernel sends SIGWINCH
+        deadline = time.monotonic() + 10
+        while b"size-50x120" not in user.output and time.monotonic() < deadline:
+            user.type("echo size-$(stty size | tr ' ' x)\r")
+            time.sleep(0.3)
+        user.wait_for("size-50x120", 1)
+        user.type("sleep 100\r")
+        time.sleep(0.5)
+        user.type("\x03")                          # ^C reaches the remote sleep
+        user.type("echo interrupted-$((3+4))\r")
+        user.wait_for("interrupted-7", 10)
+        user.type("exit 4\r")
+        user.wait_for("status=4 canonical-again=True")
+        assert user.proc.wait(20) == 0
+    finally:
+        user.close()
