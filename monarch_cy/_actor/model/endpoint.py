@@ -36,7 +36,7 @@ from monarch_cy._actor.cast import reduce as tree_reduce, router as cast_router,
 from monarch_cy._actor.model.ports import (AccumCollector, ChooseCollector, GatherCollector,
                                            OneCollector, Port, ReduceCollector,
                                            StreamCollector)
-from monarch_cy._actor.model.routed import RoutedSend
+from monarch_cy._actor.model.routed import RoutedSend, unsendable
 from monarch_cy._transport.current import current_node
 from monarch_cy._transport.protocol import pack_call
 
@@ -204,8 +204,7 @@ class Endpoint(RoutedSend, Generic[P, R]):
         try:
             data, extras = node.encode((args, kwargs), procs)
         except TypeError as e:
-            raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
-                            f"sent: {e}") from e.__cause__
+            raise unsendable(f"{mesh._name}.{self._name}", e)
         port_id = node.register_port(collector) if want_reply else 0
         name, key = self._name, node.key
         # The direct inbox is read while a caller waits on a reply; what comes back for a
@@ -286,8 +285,7 @@ class Endpoint(RoutedSend, Generic[P, R]):
         try:
             data, extras = node.encode((args, kwargs), (proc,))
         except TypeError as e:
-            raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
-                            f"sent: {e}") from e.__cause__
+            raise unsendable(f"{mesh._name}.{self._name}", e)
         fut = _make(node)
         col = collector(fut, proc, mesh._name, g, f"{mesh._name}.{self._name}()",
                         mesh._who)

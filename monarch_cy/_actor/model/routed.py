@@ -11,12 +11,35 @@ arguments that cannot be encoded, naming the endpoint).
 
 from __future__ import annotations
 
+import pickle
+
 from monarch_cy._actor.base.client_faults import note_seen
 from monarch_cy._actor.base.state import dead_among, proc_failure
 from monarch_cy._actor.cast import router as cast_router, tree as cast_tree
 from monarch_cy._transport.protocol import pack_call
 
-__all__ = ["RoutedSend", "REROUTED"]
+__all__ = ["RoutedSend", "REROUTED", "unsendable"]
+
+
+def unsendable(label: str, e: TypeError) -> BaseException:
+    """What a caller gets when the arguments of endpoint ``label`` cannot be pickled.
+
+    ``e`` is the serializer's ``TypeError`` (``cannot pickle object of type ...``).
+    When the object's own pickling code raised (a ``__getstate__``/``__reduce__`` that
+    raises ``RuntimeError``, say), that exception itself is raised, as Monarch's
+    callers see it, with a note naming the endpoint; an object that cannot be pickled
+    at all gives a ``TypeError`` naming the endpoint and the object.
+    """
+    cause = e.__cause__
+    if cause is not None and not isinstance(
+            cause, (TypeError, RecursionError, pickle.PicklingError)):
+        cause.add_note(f"(raised while pickling the arguments of endpoint {label})")
+        cause.__suppress_context__ = True
+        return cause
+    err = TypeError(f"arguments of endpoint {label} cannot be sent: {e}")
+    err.__cause__ = cause
+    return err
+
 
 
 class RoutedSend:
@@ -63,8 +86,7 @@ class RoutedSend:
         except TypeError as e:
             if confirmable:
                 collector.unsent()
-            raise TypeError(f"arguments of endpoint {mesh._name}.{self._name} cannot be "
-                            f"sent: {e}") from e.__cause__
+            raise unsendable(f"{mesh._name}.{self._name}", e)
         port_id = node.register_port(collector) if want_reply else 0
         key = node.key
         # The direct inbox is read while a caller waits on a reply; what comes back for a

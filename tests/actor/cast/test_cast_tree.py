@@ -453,4 +453,10 @@ def test_a_call_that_cannot_be_sent_leaves_the_router_free(tree):
         m.note.call(threading.Lock())               # down the tree: unpicklable
     with pytest.raises(TypeError, match="cannot be sent"):
         m.slice(gpus=2).note.call_one(threading.Lock())   # direct: unpicklable
+
+    class RaisesOnPickle:
+        def __reduce__(self):
+            raise RuntimeError("reduce refused")
+    with pytest.raises(RuntimeError, match="reduce refused"):
+        m.note.call(RaisesOnPickle())               # down the tree: the object's own error
     assert router.open == [0, 0] and router.held == [0, 0]

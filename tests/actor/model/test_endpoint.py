@@ -103,6 +103,24 @@ def test_unpicklable_argument_fails_at_call_site(echo):
     assert echo.slice(gpus=0).ping.call_one(1).get(10) == 1
 
 
+class _RaisesOnPickle:
+    """Its own pickling code raises (Monarch's callers get that exception itself)."""
+
+    def __getstate__(self):
+        raise RuntimeError("__getstate__ error: on purpose")
+
+
+def test_argument_whose_pickling_raises_gives_that_exception(echo):
+    for call in (lambda: echo.ping.call(_RaisesOnPickle()),
+                 lambda: echo.slice(gpus=0).ping.call_one(_RaisesOnPickle())):
+        with pytest.raises(RuntimeError, match="__getstate__ error") as ei:
+            call()
+        assert not isinstance(ei.value, TypeError)
+        assert any("arguments of endpoint" in n and ".ping" in n
+                   for n in getattr(ei.value, "__notes__", ())), ei.value
+    assert echo.slice(gpus=0).ping.call_one(2).get(10) == 2
+
+
 def test_unpicklable_result_is_an_error(echo):
     with pytest.raises(ActorError, match="cannot be sent"):
         echo.slice(gpus=0).make_lock.call_one().get(10)
