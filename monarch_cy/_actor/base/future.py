@@ -72,6 +72,16 @@ class Future(Generic[R]):
         return f
 
     @classmethod
+    def _from_coro(cls, coro) -> "Future":
+        """A Future owning ``coro``, run by its first observer (``await`` on the
+        awaiting loop, ``get`` on a fresh loop), as :func:`returns_future` makes them;
+        the caller's context variables go with it.  Monarch's private constructor,
+        kept under its name for programs that build Futures from coroutines."""
+        import contextvars  # deferred: returns_future imports this module
+        from monarch_cy._actor.base.returns_future import _BodyFuture
+        return _BodyFuture._of(coro, contextvars.copy_context())
+
+    @classmethod
     def _once(cls, inner: "Future", value=None) -> "Future":
         """A Future resolved to ``value`` once ``inner`` resolves, or to ``inner``'s
         exception; callbacks run in the thread that resolves ``inner``."""

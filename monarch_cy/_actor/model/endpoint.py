@@ -457,7 +457,9 @@ class Accumulator(Generic[P, R, A]):
 
     ``accumulate(*args, **kwargs)`` calls every actor and returns a Future of
     ``combine(...combine(combine(identity, r_a), r_b)..., r_z)`` in arrival order,
-    folded in the caller's process (Monarch's semantics).
+    folded in the caller's process (Monarch's semantics).  ``endpoint`` may also be
+    any object with a ``stream(*args, **kwargs)`` method giving Futures (a stand-in in
+    a test, a user's own endpoint type); those are awaited and folded in order.
 
     ``merge`` (ours; optional) is how two partial folds join: ``merge(a1, a2) -> A``,
     associative and commutative, with ``identity`` its identity (for a sum,
@@ -476,13 +478,16 @@ class Accumulator(Generic[P, R, A]):
             raise TypeError(f"Accumulator needs the endpoint of an actor mesh "
                             f"(mesh.{endpoint._name}), not the class attribute "
                             f"{endpoint._name!r} of an Actor class: a class names no actors")
-        if not isinstance(endpoint, Endpoint):
+        if not isinstance(endpoint, Endpoint) and not callable(
+                getattr(endpoint, "stream", None)):
             raise TypeError(f"Accumulator needs a mesh endpoint (mesh.method), "
                             f"not {endpoint!r}")
         if not callable(combine):
             raise TypeError(f"combine must be callable, not {combine!r}")
         if merge is not None and not callable(merge):
             raise TypeError(f"merge must be callable or None, not {merge!r}")
+        if merge is not None and not isinstance(endpoint, Endpoint):
+            raise TypeError(f"merge= needs a mesh endpoint (mesh.method), not {endpoint!r}")
         self._endpoint, self._identity, self._combine = endpoint, identity, combine
         self._merge = merge
         self._spec = self._fresh = None
@@ -494,5 +499,14 @@ class Accumulator(Generic[P, R, A]):
     def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> "Future[A]":
         # with merge=, a fresh identity per call here too, as each forwarder gets one
         identity = self._identity if self._fresh is None else pickle.loads(self._fresh)
+        if not isinstance(self._endpoint, Endpoint):
+            return Future._from_coro(self._fold_stream(identity, args, kwargs))
         return self._endpoint._accumulate(identity, self._combine, args, kwargs,
                                           self._merge, self._spec)
+
+    async def _fold_stream(self, value, args, kwargs):
+        """Monarch's fold over any endpoint-like object: ``combine`` over the Futures of
+        its ``stream(*args, **kwargs)``, in the order the stream gives them."""
+        for fut in self._endpoint.stream(*args, **kwargs):
+            value = self._combine(value, await fut)
+        return value
