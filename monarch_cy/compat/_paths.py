@@ -54,6 +54,7 @@ _ACTOR_MESH = {n: _A for n in (
     "current_actor_name", "current_rank", "current_size", "enable_transport",
     "endpoint", "send", "shutdown_context")}
 _ACTOR_MESH.update({"_context": f"{_P}:context_var",
+                    "_client_context": "monarch_cy._actor.model.actor:client_context",
                     "Instance": "monarch_cy._actor.model.actor:ActorInstance"})
 _PROC_MESH = {"ProcMesh": _A, "get_or_spawn_controller": _A}
 _RDMA = {n: _R for n in (

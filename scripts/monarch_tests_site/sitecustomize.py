@@ -57,7 +57,6 @@ PYTHON_INTERNALS = {
     "monarch._src.job.meta.mast": ("MASTJob",),
     "monarch._src.job.job": ("BatchJob", "LoginJob", "ProcessState", "MeshAdminConfig"),
     "monarch._src.job.spmd": ("_parse_torchrun",),
-    "monarch._src.actor.actor_mesh": ("_client_context",),
     "monarch._src.rdma.rdma": ("_make_local_memory_handle_from_tensor",),
     "monarch._src.spmd.host_mesh": ("_IN_PAR", "_spawn_worker_process", "_worker_addr_key",
                                    "host_mesh_from_store"),

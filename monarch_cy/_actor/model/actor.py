@@ -21,8 +21,8 @@ from monarch_cy._actor.base.shape import Extent, MeshTrait, Point, Shape
 from monarch_cy._actor.model.endpoint import Endpoint, EndpointProperty, NotAnEndpoint
 from monarch_cy._transport.protocol import pack_call
 
-__all__ = ["Actor", "ActorMesh", "Context", "ActorInstance", "context", "current_rank",
-           "current_size", "current_actor_name", "endpoint_table", "check_actor_class",
+__all__ = ["Actor", "ActorMesh", "Context", "ClientContext", "client_context",
+           "ActorInstance", "context", "current_rank", "current_size", "current_actor_name", "endpoint_table", "check_actor_class",
            "post_to", "BUILTIN"]
 
 A = TypeVar("A")
@@ -381,9 +381,32 @@ def _set_current(inst) -> None:
     _local.instance = inst
 
 
+class ClientContext:
+    """The client's :class:`Context`, made at its first use: what :func:`context`
+    gives in a thread that runs no actor (the controller's threads, a helper thread
+    of a worker).  ``context()`` asks :meth:`get` each time (Monarch's
+    ``actor_mesh._client_context``, a lazily made value, is read the same way, and
+    programs patch its ``get``); ``_val`` stays None until the first ``get``."""
+
+    def __init__(self) -> None:
+        self._val: Context | None = None
+
+    def get(self) -> Context:
+        val = self._val
+        if val is None:
+            val = self._val = Context(_CLIENT)
+        return val
+
+
+client_context = ClientContext()
+
+
 def context() -> Context:
     """The calling actor's context (in the controller: the client instance)."""
-    return Context(getattr(_local, "instance", None) or _CLIENT)
+    inst = getattr(_local, "instance", None)
+    if inst is not None:
+        return Context(inst)
+    return client_context.get()
 
 
 def current_actor_name() -> str:
