@@ -15,7 +15,8 @@ chosen file twice, unchanged:
   at module level (``scripts/monarch_tests_site/sitecustomize.py``): they import, and
   using one raises ``NotImplementedError``.
 
-Both runs use the same pytest and plugins (pytest, pytest-asyncio, pytest-timeout),
+Both runs use the same pytest and plugins (pytest, pytest-asyncio, pytest-timeout, and
+``pyre_extensions``, which test files import),
 installed once into a folder of their own that goes first on ``PYTHONPATH``, so neither
 venv is changed.  Each file runs in a pytest process of its own (a hang or a crash costs
 that file only; ``--file-timeout`` bounds it).  The outcomes come from pytest's JUnit XML.
@@ -49,7 +50,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SITE = os.path.join(ROOT, "scripts", "monarch_tests_site")   # placeholders (see there)
-PLUGINS = ("pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2")
+#: pytest, its plugins, and what Monarch's test files import besides Monarch and its
+#: own dependencies (``pyre_extensions``: torchmonarch brings it; monarch_cy does not).
+PLUGINS = ("pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2", "pyre-extensions")
 
 #: The selection issue 40 names: Monarch's public surface that runs on a CPU.
 DEFAULT_FILES = [
@@ -109,14 +112,19 @@ def extract(monarch: str, rev: str | None, dest: str) -> str:
 
 
 def ensure_plugins(folder: str, python: str) -> None:
-    """pytest and its plugins, in a folder of their own (not in either venv)."""
+    """pytest and its plugins, in a folder of their own (not in either venv); the
+    folder's stamp lists what was installed, so a longer list installs the rest."""
     stamp = os.path.join(folder, ".installed")
+    want = "\n".join(PLUGINS)
     if os.path.exists(stamp):
-        return
+        with open(stamp) as f:
+            if f.read() == want:
+                return
     print(f"[monarch-tests] installing {', '.join(PLUGINS)} into {folder}", file=sys.stderr)
     subprocess.run([python, "-m", "pip", "--disable-pip-version-check", "-q", "install",
                     "--target", folder, *PLUGINS], check=True, stdin=subprocess.DEVNULL)
-    open(stamp, "w").close()
+    with open(stamp, "w") as f:
+        f.write(want)
 
 
 # -- running ------------------------------------------------------------------------------

@@ -86,7 +86,8 @@ def _target(args, err):
     from monarch_cy._transport.secret import ENV, ENV_FILE, load_secret
     host = args.host or os.environ.get("MONARCH_DEBUG_SERVER_HOST", "").strip() or None
     port = args.port
-    if port is None and os.environ.get("MONARCH_DEBUG_SERVER_PORT", "").strip():
+    if port is None and os.environ.get("MONARCH_DEBUG_SERVER_PORT", "").strip() not in \
+            ("", "0"):      # 0: the job's server took a free port; find the job instead
         raw = os.environ["MONARCH_DEBUG_SERVER_PORT"].strip()
         if not raw.isdigit():
             print(f"monarch-cy debug: MONARCH_DEBUG_SERVER_PORT={raw!r} must be a port "

@@ -12,9 +12,15 @@
 ========================================  ==============================================
 
 ``SEL`` is Monarch's: ``3``; ``1,4,6``; ``start:stop:step`` (each part optional, as a
-Python slice); or dimensions ``host=0:2, gpu=(1,3), x=2``.  :func:`parse` returns
-one of the dataclasses below or raises ``ValueError`` saying what was expected
-(Monarch's parser is lark; this one is plain Python, so workers never need lark).
+Python slice); or dimensions ``host=0:2, gpu=(1,3), x=2``.  ``CMD`` starts with a
+letter, digit or ``_``.  :func:`parse` returns one of the dataclasses below or raises
+``ValueError`` saying what was expected (Monarch's parser is lark; this one is plain
+Python, so workers never need lark).
+
+The forms without an actor name (and ``exit`` for ``quit``) are monarch_cy's; with
+``monarch=True`` (and :meth:`DebugCommand.parse`, Monarch's entry point: it prints
+the error on the debugger's io and returns None) only Monarch's language is
+accepted.
 """
 
 from __future__ import annotations
@@ -24,42 +30,57 @@ import sys
 from dataclasses import dataclass
 from typing import Union
 
-__all__ = ["Help", "ListCommand", "Attach", "Cast", "Continue", "Quit", "parse",
-           "select", "RanksType", "HELP"]
+__all__ = ["DebugCommand", "Help", "ListCommand", "Attach", "Cast", "Continue", "Quit",
+           "parse", "RanksType", "HELP"]
 
 RanksType = Union[int, list, range, dict]
 
 
+class DebugCommand:
+    """A ``monarch_dbg>`` command (the base of the dataclasses below, as Monarch's)."""
+
+    @staticmethod
+    async def parse(debug_io, line: str) -> "DebugCommand | None":
+        """Monarch's entry point: the command ``line`` names in Monarch's language,
+        or None after writing ``Error parsing input: ...`` on ``debug_io`` (a
+        :class:`~monarch_cy._debug.debug_io.DebugIO`)."""
+        try:
+            return parse(line, monarch=True)
+        except ValueError as e:
+            await debug_io.output(f"Error parsing input: {e}\n")
+            return None
+
+
 @dataclass
-class Help:
+class Help(DebugCommand):
     pass
 
 
 @dataclass
-class ListCommand:
+class ListCommand(DebugCommand):
     pass
 
 
 @dataclass
-class Attach:
+class Attach(DebugCommand):
     actor_name: str | None      # None: the only actor name with sessions
     rank: int
 
 
 @dataclass
-class Cast:
+class Cast(DebugCommand):
     actor_name: str | None
     ranks: RanksType
     command: str
 
 
 @dataclass
-class Continue:
+class Continue(DebugCommand):
     pass
 
 
 @dataclass
-class Quit:
+class Quit(DebugCommand):
     pass
 
 
@@ -161,8 +182,9 @@ def _closing(text: str, start: int) -> int:
     return -1
 
 
-def parse(line: str):
-    """The command ``line`` names; ``ValueError`` saying what is wrong."""
+def parse(line: str, monarch: bool = False):
+    """The command ``line`` names; ``ValueError`` saying what is wrong.
+    ``monarch``: Monarch's language only (an actor name is required)."""
     text = line.strip()
     word, _, rest = text.partition(" ")
     rest = rest.strip()
@@ -172,39 +194,23 @@ def parse(line: str):
         return ListCommand()
     if word in ("c", "continue") and not rest:
         return Continue()
-    if word in ("q", "quit", "exit") and not rest:
+    if word in (("q", "quit") if monarch else ("q", "quit", "exit")) and not rest:
         return Quit()
     if word in ("a", "attach"):
         parts = rest.split()
-        if len(parts) == 1:
+        if len(parts) == 1 and not monarch:
             return Attach(None, _int(parts[0], "attach's rank"))
         if len(parts) == 2 and re.fullmatch(_NAME, parts[0]):
             return Attach(parts[0], _int(parts[1], "attach's rank"))
         raise ValueError(f"usage: attach <actor_name> <rank> (got {text!r})")
     if word == "cast":
-        m = re.match(rf"(?:({_NAME})\s+)?ranks\(", rest)
+        m = re.match(rf"({_NAME})\s+ranks\(" if monarch else rf"(?:({_NAME})\s+)?ranks\(",
+                     rest)
         end = _closing(rest, m.end()) if m else -1
         if end < 0:
             raise ValueError(f"usage: cast <actor_name> ranks(...) <command> (got {text!r})")
         command = rest[end + 1:].strip()
-        if not command:
+        if not re.match(r"\w", command):
             raise ValueError(f"cast needs a pdb command after ranks(...) (got {text!r})")
         return Cast(m.group(1), parse_ranks(rest[m.end():end]), command)
     raise ValueError(f"unknown command {text!r}; enter 'help' for the commands")
-
-
-def select(ranks: RanksType, rank: int, coords: dict) -> bool:
-    """Whether a session at ``rank`` with ``coords`` is in the selection ``ranks``."""
-    if isinstance(ranks, int):
-        return rank == ranks
-    if isinstance(ranks, (list, range)):
-        return rank in ranks
-    for dim, want in ranks.items():
-        if dim not in coords:
-            return False
-        have = coords[dim]
-        if isinstance(want, int) and have != want:
-            return False
-        if isinstance(want, (list, range)) and have not in want:
-            return False
-    return True

@@ -1,27 +1,34 @@
 """The ``monarch_dbg>`` prompt: list, attach, cast, continue, quit (Monarch's).
 
 A :class:`Console` reads commands from an *io* -- :class:`TerminalIO` (the
-controller's own terminal) or the server's remote client (:mod:`.server`) -- and
-acts on :data:`~.sessions.SESSIONS`.  An io has ``output(text)``, ``input(prompt,
-idle) -> str | None`` (None: end of input, the client went away, or ``idle()``
-became true while waiting) and ``closed``.
+controller's own terminal), the server's remote client (:mod:`.server`), or a
+Monarch ``DebugIO`` (:class:`~.debug_io.LoopIO`) -- and acts on
+:data:`~.sessions.SESSIONS`.  An io has ``output(text)``, ``input(prompt, idle) ->
+str | None`` (None: end of input, the client went away, or -- when the io is
+``interruptible`` -- ``idle()`` became true while waiting), ``closed``, and
+optionally ``quit()``.  pdb's output is passed on in the pieces pdb wrote it.
 
 * ``attach``: the session's output since its last input is replayed (Monarch's
   "<last pdb output ... follows>"), then each pdb prompt reads one line from the
-  io; ``detach`` returns to ``monarch_dbg>`` and leaves the rank paused; the
-  session ending (the actor continued, its endpoint returned) returns too.  One
-  console at a time may hold a session.
+  io; ``detach`` returns to ``monarch_dbg>`` and leaves the rank paused.  While the
+  rank runs (``c`` with no breakpoint left) the console stays attached, as
+  Monarch's: it shows the rank's next pause (post-mortem where the endpoint
+  raised, its next breakpoint) or returns when the endpoint call is over; on an
+  interruptible io, ``detach`` returns meanwhile.  One console at a time may hold
+  a session.
 * ``cast``: the command goes to every selected session; the console waits until
-  each has read again or ended, and shows their output prefixed ``[name rank]``
-  (Monarch shows none).
+  each has run it (read again, runs on, or ended), and shows their output prefixed
+  ``[name rank]`` (Monarch shows none).
 * ``continue``: ``clear`` and ``continue`` to every session, waiting until each
-  ended or paused again.
+  has taken them.
 * ``quit`` (or end of input, or a remote client that went away): the console
-  ends; when no other console is open, every paused rank is released (it continues
-  with its breakpoints cleared), so that the job runs on rather than waiting for a
-  debugger that is gone.  Monarch leaves them paused for the next ``monarch debug``.
+  ends; for our consoles (terminal, remote client), when no other console is open,
+  every paused rank is released (it continues with its breakpoints cleared), so
+  that the job runs on rather than waiting for a debugger that is gone.  A console
+  over Monarch's ``DebugIO`` (``release_on_quit=False``) leaves them paused, as
+  Monarch's ``quit`` does.
 
-The terminal's console ends by itself at the prompt once no session is left, so
+The terminal's console ends by itself at the prompt once no session is paused, so
 the controller's stdin is the program's again.
 """
 
@@ -33,7 +40,7 @@ import sys
 import threading
 
 from monarch_cy._debug import commands as C
-from monarch_cy._debug.sessions import Session, Sessions
+from monarch_cy._debug.sessions import DebugSession, DebugSessions
 
 __all__ = ["Console", "TerminalIO", "table", "start_terminal_console", "BANNER"]
 
@@ -61,6 +68,8 @@ def table(sessions: list) -> str:
 class TerminalIO:
     """The controller's own terminal: stdout, and lines from stdin's descriptor
     (polled, so that the console can leave without stealing a later line)."""
+
+    interruptible = True
 
     def __init__(self) -> None:
         self.fd = sys.stdin.fileno()
@@ -100,13 +109,15 @@ IDLE_GRACE_S = 0.5
 class Console:
     """One ``monarch_dbg>`` prompt over ``io`` (see the module docstring)."""
 
-    def __init__(self, io, sessions: Sessions, leave_when_idle: bool = False) -> None:
+    def __init__(self, io, sessions: DebugSessions, leave_when_idle: bool = False,
+                 release_on_quit: bool = True) -> None:
         self.io = io
         self.sessions = sessions
         self.leave_when_idle = leave_when_idle
+        self.release_on_quit = release_on_quit
 
     def _idle(self) -> bool:
-        return self.leave_when_idle and len(self.sessions) == 0
+        return self.leave_when_idle and self.sessions.all_running()
 
     def _idle_settled(self) -> bool:
         """Idle, and still so after ``IDLE_GRACE_S``: a rank that just continued may
@@ -115,7 +126,8 @@ class Console:
         if not self._idle():
             return False
         with self.sessions.cond:
-            self.sessions.cond.wait_for(lambda: len(self.sessions) > 0, IDLE_GRACE_S)
+            self.sessions.cond.wait_for(lambda: not self.sessions.all_running(),
+                                        IDLE_GRACE_S)
         return self._idle()
 
     def run(self) -> None:
@@ -145,7 +157,11 @@ class Console:
                     self.io.output(f"Error parsing input: {e}\n")
                     continue
                 if isinstance(cmd, C.Quit):
-                    self.io.output("Quitting debug session...\n")
+                    quit_io = getattr(self.io, "quit", None)
+                    if quit_io is not None:
+                        quit_io()
+                    else:
+                        self.io.output("Quitting debug session...\n")
                     return
                 try:
                     self._do(cmd)
@@ -157,7 +173,7 @@ class Console:
             with sessions.cond:
                 sessions.consoles.discard(self)
                 last = not sessions.consoles
-            if quit_ and last:
+            if quit_ and last and self.release_on_quit:
                 sessions.release()
 
     def _do(self, cmd) -> None:
@@ -169,15 +185,19 @@ class Console:
             self.attach(self._find(cmd.actor_name, cmd.rank))
         elif isinstance(cmd, C.Cast):
             name = self._name(cmd.actor_name)
-            chosen = [s for s in self.sessions.all() if s.actor_name == name
-                      and C.select(cmd.ranks, s.rank, s.coords)]
+            chosen = []
+            for s in self.sessions.iter((name, cmd.ranks)):
+                if s.running:       # nothing to run the command until it pauses again
+                    self.io.output(f"[{s.actor_name} {s.rank}] skipped: running\n")
+                else:
+                    chosen.append(s)
             if not chosen:
                 raise ValueError(f"no paused session of {name} matches ranks "
                                  f"{_ranks_text(cmd.ranks)}; its paused ranks are "
                                  f"{self._ranks_of(name)}")
             self._cast(chosen, [cmd.command], show=True)
         elif isinstance(cmd, C.Continue):
-            chosen = self.sessions.all()
+            chosen = [s for s in self.sessions.all() if not s.running]
             if not chosen:
                 self.io.output("No paused debug sessions in this job.\n")
                 return
@@ -202,50 +222,56 @@ class Console:
     def _ranks_of(self, name) -> str:
         return ", ".join(str(s.rank) for s in self.sessions.all() if s.actor_name == name)
 
-    def _find(self, actor_name, rank) -> Session:
+    def _find(self, actor_name, rank) -> DebugSession:
         name = self._name(actor_name)
-        s = self.sessions.get(name, rank)
+        s = self.sessions.find(name, rank)
         if s is None:
             raise ValueError(f"no debug session for rank {rank} of actor {name}; its "
                              f"paused ranks are {self._ranks_of(name)}")
         return s
 
     # -- attach, cast ------------------------------------------------------------------
-    def _hold(self, s: Session) -> bool:
+    def _hold(self, s: DebugSession) -> bool:
         with self.sessions.cond:
             if s.owner is not None and s.owner is not self:
                 return False
             s.owner = self
             return True
 
-    def _let_go(self, s: Session) -> None:
+    def _let_go(self, s: DebugSession) -> None:
         with self.sessions.cond:
             if s.owner is self:
                 s.owner = None
+                self.sessions.cond.notify_all()
 
-    def attach(self, s: Session) -> None:
+    def _show(self, chunks: list) -> None:
+        for text in chunks:
+            self.io.output(text)
+
+    def attach(self, s: DebugSession) -> None:
         io, cond = self.io, self.sessions.cond
         who = f"{s.actor_name} {s.rank} ({s.hostname})"
         if not self._hold(s):
             raise ValueError(f"the session of {s.actor_name} {s.rank} is attached from "
                              "another debugger")
+        interruptible = getattr(io, "interruptible", False)
         try:
             io.output(f"Attached to debug session for {who}\n")
             with cond:
-                earlier = "".join(s.since_input)
+                earlier = list(s.since_input)
                 s.unseen.clear()
             if earlier:
-                io.output(f"<last pdb output for {s.actor_name} {s.rank} follows>\n"
-                          + earlier)
+                io.output(f"<last pdb output for {s.actor_name} {s.rank} follows>\n")
+                self._show(earlier)
             while True:
                 with cond:
-                    while not (s.unseen or s.port is not None or s.ended or io.closed):
+                    while not (s.unseen or s.port is not None or s.ended or io.closed
+                               or (s.running and interruptible)):
                         cond.wait(0.5)
-                    text = "".join(s.unseen)
+                    chunks = list(s.unseen)
                     s.unseen.clear()
                     ended, paused = s.ended, s.port is not None
-                if text:
-                    io.output(text)
+                self._show(chunks)
                 if ended:
                     io.output(f"Detached from debug session for {who}: it continued\n")
                     return
@@ -253,12 +279,23 @@ class Console:
                     return
                 if paused:
                     line = io.input("")
-                    if line is None:
-                        return
-                    if line.strip() == "detach":
-                        io.output(f"Detached from debug session for {who}\n")
-                        return
-                    self.sessions.send(s, line)
+                elif interruptible:          # running: the user may detach meanwhile
+                    line = io.input("", lambda: s.port is not None or s.ended
+                                    or bool(s.unseen))
+                    if line is None and not io.closed:
+                        continue
+                    if line is not None and line.strip() != "detach":
+                        io.output(f"{s.actor_name} {s.rank} is running; 'detach' "
+                                  "returns to monarch_dbg>\n")
+                        continue
+                else:
+                    continue
+                if line is None:
+                    return
+                if line.strip() == "detach":
+                    io.output(f"Detached from debug session for {who}\n")
+                    return
+                self.sessions.send(s, line)
         finally:
             self._let_go(s)
 
@@ -271,17 +308,19 @@ class Console:
                                "another debugger\n")
         try:
             with cond:
-                start = {id(s): s.reads for s in held}
+                start = {id(s): s.delivered for s in held}
                 for s in held:
                     s.unseen.clear()            # shown: only what the command prints
             for s in held:
                 for line in lines:
                     self.sessions.send(s, line)
-            # Each line is answered by the next read: wait for the read after the last.
+            # Each line is taken by a read; after the last one, wait until the rank
+            # has run it: it reads again, runs on, or its call is over.
             n = len(lines)
             with cond:
                 while not self.io.closed and not all(
-                        s.ended or (s.reads >= start[id(s)] + n and s.port is not None)
+                        s.ended or (s.delivered >= start[id(s)] + n
+                                    and (s.port is not None or s.running))
                         for s in held):
                     cond.wait(0.5)
                 outs = [(s, "".join(s.unseen)) for s in held]
@@ -304,9 +343,9 @@ def _ranks_text(ranks) -> str:
     return str(ranks)
 
 
-def start_terminal_console(sessions: Sessions) -> threading.Thread:
+def start_terminal_console(sessions: DebugSessions) -> threading.Thread:
     """Open the prompt on the controller's terminal, in a daemon thread; it ends when
-    no session is left (or on ``quit``)."""
+    no session is paused (or on ``quit``)."""
     t = threading.Thread(target=Console(TerminalIO(), sessions, leave_when_idle=True).run,
                          name="monarch_cy-debug-terminal", daemon=True)
     t.start()

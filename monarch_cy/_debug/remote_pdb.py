@@ -6,17 +6,21 @@ loop is paused too and no other message of that actor runs meanwhile, as in
 Monarch -- under a :class:`RemotePdb`:
 
 * what pdb writes is buffered and travels with its next read (one round trip per
-  pdb command, output first);
+  pdb command, output first), as the list of pdb's writes;
 * a read is a call of the debug controller's ``read`` endpoint (see
   :mod:`.controller`), answered with the line a debugger typed.  Its first read
   registers the session, named by the actor mesh's name and the message's rank
   (``context().message_rank``, Monarch's key), with its coordinates and host;
-* the session ends when the actor continues with no breakpoint left, when the
-  endpoint that hit the breakpoint returns (its breakpoints are then cleared, as
-  Monarch's ``_maybe_exit_debugger`` does), or on pdb's ``quit``/``exit``/EOF;
+* the session lasts as long as the endpoint call that paused, as Monarch's: when the
+  actor continues with no breakpoint left (or pdb's ``quit``/``exit``/EOF) the
+  controller hears that it *runs* (the ``running`` endpoint); the actor's host
+  calls :meth:`RemotePdb.finish` once the endpoint returned (its breakpoints are
+  then cleared, as Monarch's ``_maybe_exit_debugger`` does), which ends it
+  (``end``).  A breakpoint outside an endpoint call (in ``__init__`` or another
+  hook, in a thread the actor started) ends its session when it continues;
 * an endpoint that hit a breakpoint and then raises pauses again where it raised
-  (:func:`post_mortem`, a new session under the same name and rank), and fails its
-  call once that session is continued, as Monarch's post-mortem does.
+  (:func:`post_mortem`, in the same session), and fails its call once that pause is
+  continued, as Monarch's post-mortem does.
 
 Nothing here kills the actor: pdb's ``quit`` continues instead of raising
 ``BdbQuit`` into the endpoint (a plain pdb would fail the call); a read answered
@@ -88,10 +92,10 @@ class _Out:
     def isatty(self) -> bool:
         return False
 
-    def take(self) -> str:
-        text = "".join(self.parts)
+    def take(self) -> list:
+        parts = list(self.parts)
         self.parts.clear()
-        return text
+        return parts
 
 
 class _In:
@@ -144,6 +148,7 @@ class RemotePdb(pdb.Pdb):
         self.actor_name, self.rank, self.coords = actor_name, rank, coords
         self.hostname = socket.gethostname()
         self._endpoint = endpoint_frame
+        self._deferred = False      # the host ends the session (finish), not continue
         self._ended = False
         self._lost = False
         self.dynamic_path = None    # the script that ``<dynamic-code>`` stands for
@@ -180,23 +185,33 @@ class RemotePdb(pdb.Pdb):
             return "continue\n"
         return line if line.endswith("\n") else line + "\n"
 
-    def _end(self) -> None:
-        if self._ended:
-            return
-        self._ended = True
+    def _tell(self, endpoint) -> None:
         if self._lost:
             return
         try:
-            _blocking(self.controller.end.call_one(self.actor_name, self.rank,
-                                                   self._out.take()))
+            _blocking(endpoint.call_one(self.actor_name, self.rank, self._out.take()))
         except Exception:  # noqa: BLE001 - the controller is gone: nothing to tell
             self._lost = True
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._tell(self.controller.end)
+
+    def finish(self) -> None:
+        """The endpoint call this pdb paused is over (its host calls this): end the
+        session."""
+        self.clear_all_breaks()
+        self._end()
 
     # -- pdb, changed where it would quit or hang ------------------------------------
     def set_continue(self) -> None:
         super().set_continue()
-        if not self.breaks:                 # tracing stopped: the session is over
-            self._end()
+        if not self.breaks:                 # tracing stopped: it runs, or it is over
+            if self._deferred:
+                self._tell(self.controller.running)
+            else:
+                self._end()
 
     def do_quit(self, arg):
         """q(uit) | exit: leave the debugger; the actor continues (breakpoints
@@ -225,9 +240,13 @@ class RemotePdb(pdb.Pdb):
     def dispatch_return(self, frame, arg):
         out = super().dispatch_return(frame, arg)
         if frame is self._endpoint and not self._ended and _returning(frame):
-            # The endpoint returns: the session ends, as Monarch's does.
+            # The endpoint returns (or raises): stop tracing; the host then ends the
+            # session (finish) or pauses post-mortem in it, as Monarch's does.
             self.clear_all_breaks()
-            self.set_continue()
+            if self._deferred:
+                pdb.Pdb.set_continue(self)
+            else:
+                self.set_continue()
             return None
         return out
 
@@ -271,20 +290,25 @@ def set_trace(frame, header: str | None = None) -> None:
     If the endpoint being run then raises, its host calls :func:`post_mortem`."""
     from monarch_cy._actor.model.actor import _debugged, _message  # deferred: import time
     name, rank, coords = _where()
-    dbg = RemotePdb(debug_controller_mesh(), name, rank, coords, _endpoint_frame(frame))
+    endpoint_frame = _endpoint_frame(frame)
+    dbg = RemotePdb(debug_controller_mesh(), name, rank, coords, endpoint_frame)
     dbg.dynamic_path = _dynamic_source(frame)
     if header is not None:
         dbg.message(header)
     msg = _message.get()
-    if msg is not None:
-        _debugged.set((msg, post_mortem))
+    if msg is not None and endpoint_frame is not None and \
+            not endpoint_frame.f_code.co_name.startswith("__"):
+        # An endpoint call (not __init__, __supervise__...): its host ends the session
+        # once it returned (debugged_call_over) or pauses post-mortem in it.
+        _debugged.set((msg, post_mortem, dbg.finish))
+        dbg._deferred = True
     dbg.set_trace(frame)
 
 
 def post_mortem(tb) -> None:
-    """The endpoint that hit a breakpoint raised: pause where it raised (a new session
-    under the same actor and rank, listed again), until a debugger continues; then
-    the call fails as it would have (Monarch's post-mortem)."""
+    """The endpoint that hit a breakpoint raised: pause where it raised (in the same
+    session, listed at the raising function), until a debugger continues; then the
+    session ends and the call fails as it would have (Monarch's post-mortem)."""
     name, rank, coords = _where()
     dbg = RemotePdb(debug_controller_mesh(), name, rank, coords)
     inner = tb

@@ -38,15 +38,23 @@ _OUT = "inproc://monarch_cy-debug-out"
 _log = logger("debug")
 
 
+#: Monarch's variables (``monarch.tools.debug_env``) and default host.
+_MONARCH_DEBUG_SERVER_HOST_ENV_VAR = "MONARCH_DEBUG_SERVER_HOST"
+_MONARCH_DEBUG_SERVER_PORT_ENV_VAR = "MONARCH_DEBUG_SERVER_PORT"
+_MONARCH_DEBUG_SERVER_HOST_DEFAULT = "localhost"
+
+
 def bind_address() -> tuple:
-    """``(host, port)`` from Monarch's variables; ``ValueError`` naming a bad port."""
-    host = os.environ.get("MONARCH_DEBUG_SERVER_HOST", "").strip() or "localhost"
-    raw = os.environ.get("MONARCH_DEBUG_SERVER_PORT", "").strip()
+    """``(host, port)`` from Monarch's variables (port 0 or unset: a free one);
+    ``ValueError`` naming a bad port."""
+    host = os.environ.get(_MONARCH_DEBUG_SERVER_HOST_ENV_VAR, "").strip() or \
+        _MONARCH_DEBUG_SERVER_HOST_DEFAULT
+    raw = os.environ.get(_MONARCH_DEBUG_SERVER_PORT_ENV_VAR, "").strip()
     if not raw:
         return host, 0
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
+    if not raw.isdigit() or not 0 <= int(raw) < 65536:
         raise ValueError(f"MONARCH_DEBUG_SERVER_PORT={raw!r} must be a port number "
-                         "(1-65535)")
+                         "(1-65535, or 0 for a free one)")
     return host, int(raw)
 
 
@@ -68,8 +76,10 @@ class _RemoteIO:
             self.output(prompt)
         while not self.closed:
             try:
-                line = self.lines.get(timeout=0.5)
+                line = self.lines.get(timeout=0.2)
             except queue.Empty:
+                if idle is not None and idle():
+                    return None
                 continue
             if line is None:
                 break

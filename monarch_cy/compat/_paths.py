@@ -37,6 +37,7 @@ _S = "monarch_cy.spmd"
 _C = "monarch_cy.config"
 _T = "monarch_cy.telemetry"
 _P = "monarch_cy.compat._private"
+_DBG = "monarch_cy._debug."
 
 ALIASES = {
     "monarch": "monarch_cy.compat._monarch",
@@ -53,7 +54,7 @@ _ACTOR_MESH = {n: _A for n in (
     "Port", "PortReceiver", "ValueMesh", "as_endpoint", "attach", "context",
     "current_actor_name", "current_rank", "current_size", "enable_transport",
     "endpoint", "send", "shutdown_context")}
-_ACTOR_MESH.update({"_context": f"{_P}:context_var",
+_ACTOR_MESH.update({"_context": f"{_P}:context_var", "IN_PAR": f"{_P}:IN_PAR",
                     "_client_context": "monarch_cy._actor.model.actor:client_context",
                     "Instance": "monarch_cy._actor.model.actor:ActorInstance"})
 _PROC_MESH = {"ProcMesh": _A, "get_or_spawn_controller": _A}
@@ -84,6 +85,19 @@ SHIMS = {
     "monarch._src.actor.telemetry": {"TracingForwarder": _P, "get_meter": _T, "span": _T,
                                      "traced": _T},
     "monarch._src.actor.mock": {"patch_actor": _P, "get_actor_class": _P},
+    # -- the debugger (docs/observability.md, "Debugger")
+    "monarch._src.actor.debugger.debug_command": {n: _DBG + "commands" for n in (
+        "Attach", "Cast", "Continue", "DebugCommand", "Help", "ListCommand", "Quit",
+        "RanksType")},
+    "monarch._src.actor.debugger.debug_controller": {
+        "DebugController": _DBG + "controller", "debug_controller": _DBG + "controller"},
+    "monarch._src.actor.debugger.debug_io": {n: _DBG + "debug_io" for n in (
+        "DebugIO", "DebugIOError", "DebugStdIO")},
+    "monarch._src.actor.debugger.debug_session": {n: _DBG + "sessions" for n in (
+        "DebugSession", "DebugSessionInfo", "DebugSessions")},
+    "monarch.tools.debug_env": {n: f"{_DBG}server:{n}" for n in (
+        "_MONARCH_DEBUG_SERVER_HOST_ENV_VAR", "_MONARCH_DEBUG_SERVER_PORT_ENV_VAR",
+        "_MONARCH_DEBUG_SERVER_HOST_DEFAULT")},
     # -- jobs (names resolve to whatever monarch_cy.job provides)
     "monarch._src.job.job": {n: _J for n in (
         "DEFAULT_JOB_PATH", "JobState", "JobTrait", "LocalJob", "TelemetryConfig",
@@ -125,7 +139,8 @@ PREFER = {
     "monarch.job.spmd": "monarch_cy.job.spmd",
 }
 
-PACKAGES = ("monarch._src", "monarch._src.actor", "monarch._src.job", "monarch._src.tools",
+PACKAGES = ("monarch._src", "monarch._src.actor", "monarch._src.actor.debugger",
+            "monarch._src.job", "monarch._src.tools",
             "monarch.tools", "monarch._rust_bindings",
             "monarch._rust_bindings.monarch_hyperactor")
 

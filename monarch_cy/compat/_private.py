@@ -12,6 +12,8 @@ object:
   ``actor_id`` and forwards it nowhere (monarch_cy has no tracing backend);
 * :class:`patch_actor` -- Monarch's actor mock: while active, ``ProcMesh.spawn`` of
   the original class spawns the mock;
+* :data:`IN_PAR` -- Monarch's "running from a Meta PAR archive" flag: always False
+  here (monarch_cy is a pip package);
 * :data:`WORKER_BOOTSTRAP_SCRIPT` -- the ``python -c`` program of a worker pod: a
   worker loop serving ``attach_to_workers`` on ``$MONARCH_PORT``.
 
@@ -29,7 +31,10 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 __all__ = ["context_var", "TracingForwarder", "patch_actor", "get_actor_class",
-           "WORKER_BOOTSTRAP_SCRIPT"]
+           "WORKER_BOOTSTRAP_SCRIPT", "IN_PAR"]
+
+#: ``actor_mesh.IN_PAR``: Monarch runs from a PAR archive at Meta; never here.
+IN_PAR = False
 
 
 # -- actor_mesh._context -----------------------------------------------------------------

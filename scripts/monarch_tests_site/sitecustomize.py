@@ -42,11 +42,14 @@ PLACEHOLDERS = {
 
 #: Private names of Monarch's Python implementation that test files import at module
 #: level and that have no monarch_cy counterpart (its mesh-admin, log-forwarding and
-#: pickling machinery, the job sidecar and mounts).  Same treatment.
+#: pickling machinery, the debugger's source loader, the job sidecar and
+#: mounts).  Same treatment.
 PYTHON_INTERNALS = {
     "monarch._src.actor.host_mesh": ("_spawn_admin",),
     "monarch._src.actor.logging": ("_pending_flush_tasks",),
     "monarch._src.actor.pickle": ("flatten", "unflatten"),
+    # the debugger's fetch of the controller's source for code pickled by value
+    "monarch._src.actor.source_loader": ("SourceLoaderController",),
     "monarch._src.actor.proc_mesh": ("HyProcMesh",),
     "monarch._src.job._job_sidecar_worker": (),
     "monarch._src.job.job_sidecar": (),

@@ -201,7 +201,9 @@ def test_uninstall_leaves_monarch_cy_modules_clean(on):
 # -- what is not provided --------------------------------------------------------------
 
 @pytest.mark.parametrize("path,what", [
-    ("monarch._src.actor.debugger", "is a Monarch internal that monarch_cy does not provide"),
+    ("monarch._src.actor.source_loader",
+     "is a Monarch internal that monarch_cy does not provide"),
+    ("monarch._src.actor.source_loader.x", "Monarch internal"),
     ("monarch._src.actor.debugger.breakpoint", "Monarch internal"),
     ("monarch._rust_bindings.monarch_extension", "Monarch internal"),
     ("monarch.common.tensor", "tensor engine"),
@@ -215,7 +217,8 @@ def test_unprovided_path_error(on, path, what):
     assert isinstance(e, ImportError) and type(e) is _paths.ModuleNotProvidedError
     msg = str(e)
     # the first path of the chain that is not provided is the one named
-    first = "monarch._src.actor.debugger" if path.startswith("monarch._src.actor.") else (
+    first = "monarch._src.actor.source_loader" if path.startswith(
+        "monarch._src.actor.source_loader") else (
         "monarch.common" if path.startswith("monarch.common") else path)
     assert first in msg and what in msg
     assert "docs/monarch-compat.md" in msg

@@ -48,7 +48,8 @@ from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.host import proc_setup, traced_endpoints
 from monarch_cy._actor.host.actor_failure import (ActorFailure, format_exc, one_line,
                                                   picklable)
-from monarch_cy._actor.model.actor import BUILTIN, ActorInstance, _message, endpoint_table
+from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _message,
+                                           debugged_call_over, endpoint_table)
 from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
 from monarch_cy._actor.model.ports import Port
 from monarch_cy._transport import unixsock
@@ -278,6 +279,7 @@ class ActorHost(ActorFailure):
         except BaseException as e:
             self._fail(e, raddr, port_id, rank, rkey, method, running_explicit)
             return None
+        debugged_call_over()
         if port_id and not explicit:
             node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable, method)
         return None
@@ -311,6 +313,7 @@ class ActorHost(ActorFailure):
                 return
             self._fail(e, raddr, port_id, rank, rkey, method, explicit)
             return
+        debugged_call_over()
         if port_id and not explicit:
             self.node.reply(raddr, port_id, rank, True, result, rkey, self._unsendable,
                             method)

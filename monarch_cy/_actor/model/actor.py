@@ -23,7 +23,7 @@ from monarch_cy._transport.protocol import pack_call
 
 __all__ = ["Actor", "ActorMesh", "Context", "ClientContext", "client_context",
            "ActorInstance", "context", "current_rank", "current_size", "current_actor_name", "endpoint_table", "check_actor_class",
-           "post_to", "BUILTIN"]
+           "post_to", "BUILTIN", "debugged_call_over"]
 
 A = TypeVar("A")
 
@@ -266,11 +266,26 @@ class ActorMesh(MeshTrait, Generic[A]):
         return Future._once(Endpoint(self, "__stop_mesh__", False).call(str(reason)), ())
 
 
+class ActorId(str):
+    """``actor_instance.actor_id``: the text ``name[rank]``, with the attribute of
+    Monarch's ``ActorAddr`` that programs read, ``actor_name`` (the actor mesh's
+    name; ``client`` for the client)."""
+
+    def __new__(cls, text: str, actor_name: str) -> "ActorId":
+        self = super().__new__(cls, text)
+        self.actor_name = actor_name
+        return self
+
+    def __reduce__(self):
+        return (ActorId, (str(self), self.actor_name))
+
+
 class ActorInstance:
     """What ``context().actor_instance`` describes: the running actor (or client).
 
     Attributes: ``name`` (the actor mesh's name), ``rank`` (this actor's
-    :class:`Point` in its mesh), ``proc_rank``, ``actor_id`` (``name[rank]``),
+    :class:`Point` in its mesh), ``proc_rank``, ``actor_id`` (``name[rank]``, an
+    :class:`ActorId`),
     ``creator``.  ``proc`` is this actor's own proc as a proc mesh of one;
     ``proc_mesh`` the proc mesh (as sliced) the actor was spawned on.
     """
@@ -280,7 +295,8 @@ class ActorInstance:
 
     def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
                  addr: str = "", host=None) -> None:
-        self.name, self.rank, self.proc_rank, self.actor_id = name, rank, proc_rank, actor_id
+        self.name, self.rank, self.proc_rank = name, rank, proc_rank
+        self.actor_id = ActorId(actor_id, name)
         self.creator = None
         self.addr = addr      # this actor's socket: a sync actor must not wait on itself
         self.sync = False
@@ -345,10 +361,20 @@ class ActorInstance:
 
 
 _message = contextvars.ContextVar("monarch_cy_message", default=None)
-# (the message being handled, post_mortem(traceback)) once a debugger paused this
-# message's endpoint (monarch_cy._debug.remote_pdb): if the endpoint then raises, its
-# host opens a post-mortem session before failing the call, as Monarch's does.
+# (the message being handled, post_mortem(traceback), finish()) once a debugger paused
+# this message's endpoint (monarch_cy._debug.remote_pdb): if the endpoint then raises,
+# its host pauses post-mortem before failing the call, as Monarch's does; once it
+# returned, the host calls finish() (debugged_call_over), which ends the debug session.
 _debugged = contextvars.ContextVar("monarch_cy_debugged", default=None)
+
+
+def debugged_call_over() -> None:
+    """The endpoint call being handled returned: end the debug session a breakpoint
+    in it opened, if any.  Blocks for one call to the debug controller only then."""
+    d = _debugged.get()
+    if d is not None and d[0] is _message.get():
+        _debugged.set(None)
+        d[2]()
 
 
 class Context:
