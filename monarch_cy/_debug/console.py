@@ -8,9 +8,9 @@ str | None`` (None: end of input, the client went away, or -- when the io is
 ``interruptible`` -- ``idle()`` became true while waiting), ``closed``, and
 optionally ``quit()``.  pdb's output is passed on in the pieces pdb wrote it.
 
-* ``attach``: the session's output since its last input is replayed (Monarch's
-  "<last pdb output ... follows>"), then each pdb prompt reads one line from the
-  io; ``detach`` returns to ``monarch_dbg>`` and leaves the rank paused.  While the
+* ``attach``: the session's output since its last input is shown (what a console
+  showed already is replayed under Monarch's "<last pdb output ... follows>"), then
+  each pdb prompt reads one line from the io; ``detach`` returns to ``monarch_dbg>`` and leaves the rank paused.  While the
   rank runs (``c`` with no breakpoint left) the console stays attached, as
   Monarch's: it shows the rank's next pause (post-mortem where the endpoint
   raised, its next breakpoint) or returns when the endpoint call is over; on an
@@ -258,11 +258,16 @@ class Console:
         try:
             io.output(f"Attached to debug session for {who}\n")
             with cond:
-                earlier = list(s.since_input)
+                # Since the last command: what a console showed already is replayed
+                # under Monarch's marker; what nobody saw yet is simply shown.
+                fresh = min(len(s.unseen), len(s.since_input))
+                shown = s.since_input[:len(s.since_input) - fresh]
+                new = s.since_input[len(s.since_input) - fresh:]
                 s.unseen.clear()
-            if earlier:
+            if shown:
                 io.output(f"<last pdb output for {s.actor_name} {s.rank} follows>\n")
-                self._show(earlier)
+                self._show(shown)
+            self._show(new)
             while True:
                 with cond:
                     while not (s.unseen or s.port is not None or s.ended or io.closed

@@ -76,14 +76,20 @@ SHIMS = {
         "HostMesh": _A, "this_host": _A, "this_proc": _A, "default_bootstrap_cmd": _A},
     "monarch._src.actor.future": {"Future": _A},
     "monarch._src.actor.shape": {"Extent": _A, "Point": _A,
-                                 "ShapeExt": "monarch_cy.compat._shape"},
+                                 "ShapeExt": "monarch_cy.compat._shape",
+                                 "MeshTrait": "monarch_cy.compat._shape",
+                                 "Shape": "monarch_cy.compat._shape",
+                                 "NDSlice": "monarch_cy.compat._shape:Slice",
+                                 "Slice": "monarch_cy.compat._shape"},
     "monarch._src.actor.supervision": {"unhandled_fault_hook": _A},
     "monarch._src.actor.concurrent": {"concurrent_endpoint": _A},
     "monarch._src.actor.bootstrap": {n: _A for n in (
         "attach_to_workers", "run_worker_loop_forever", "run_worker_loop_until_shutdown",
         "start_worker_loop_forever")},
     "monarch._src.actor.telemetry": {"TracingForwarder": _P, "get_meter": _T, "span": _T,
-                                     "traced": _T},
+                                     "traced": _T, **{n: "monarch_cy._telemetry."
+                                                      "named_instruments" for n in (
+                                         "Counter", "UpDownCounter", "Histogram")}},
     "monarch._src.actor.mock": {"patch_actor": _P, "get_actor_class": _P},
     # -- the debugger (docs/observability.md, "Debugger")
     "monarch._src.actor.debugger.debug_command": {n: _DBG + "commands" for n in (

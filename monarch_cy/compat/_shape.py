@@ -1,5 +1,6 @@
 """Monarch's native ``Shape`` and ``Slice`` (``monarch._rust_bindings.monarch_hyperactor.shape``)
-and ``monarch._src.actor.shape.ShapeExt``, over monarch_cy's own shape algebra.
+and ``monarch._src.actor.shape``'s ``ShapeExt`` and ``MeshTrait``, over monarch_cy's own
+shape algebra.
 
 monarch_cy's :class:`~monarch_cy._actor.base.shape.Shape` keeps labels as a tuple and
 takes ``(labels, offset, sizes, strides)``; Monarch's native one is built from
@@ -12,13 +13,20 @@ ours (a ``Shape`` here holds one of ours).
 ``Slice.new_row_major(sizes)`` is Monarch's: a dense row-major slice of the given sizes
 from offset 0 (monarch_cy's ``NDSlice.new_row_major`` takes contiguous ranks instead).
 A ``Slice`` equals an ``NDSlice`` with the same offset, sizes and strides.
+
+``MeshTrait`` is Monarch's base for a mesh of the user's own: a subclass provides
+``_ndslice`` (a ``Slice``), ``_labels`` and ``_new_with_shape(shape)`` (a ``Shape``
+here) and gets ``slice``, ``split``, ``flatten``, ``rename``, ``size``, ``sizes``,
+``extent`` and ``len()`` -- the same algebra as monarch_cy's own meshes.
 """
 
 from __future__ import annotations
 
-from monarch_cy._actor.base.shape import NDSlice, Shape as _OurShape
+from abc import ABC, abstractmethod
 
-__all__ = ["Shape", "Slice", "ShapeExt"]
+from monarch_cy._actor.base.shape import Extent, NDSlice, Shape as _OurShape
+
+__all__ = ["Shape", "Slice", "ShapeExt", "MeshTrait"]
 
 
 class Slice(NDSlice):
@@ -143,3 +151,71 @@ class ShapeExt:
                     raise IndexError(f"index {label}={sel} out of range")
                 shape = shape.at(label, sel)
         return shape
+
+
+class MeshTrait(ABC):
+    """Monarch's ``MeshTrait`` (module docstring).  Each method builds the shape of
+    this mesh from ``_labels`` and ``_ndslice``, applies monarch_cy's algebra, and
+    hands the result to ``_new_with_shape``."""
+
+    @property
+    @abstractmethod
+    def _ndslice(self) -> NDSlice: ...
+
+    @property
+    @abstractmethod
+    def _labels(self): ...
+
+    @abstractmethod
+    def _new_with_shape(self, shape: Shape): ...
+
+    def _our_shape(self) -> _OurShape:
+        nd = self._ndslice
+        return _OurShape(list(self._labels), nd.offset, nd.sizes, nd.strides)
+
+    def _with(self, ours: _OurShape):
+        return self._new_with_shape(Shape._wrap(ours))
+
+    def slice(self, **kwargs):
+        """``mesh.slice(batch=3, gpu=slice(2, 6))``: an int removes the dimension, a
+        ``slice`` keeps it restricted."""
+        return self._new_with_shape(ShapeExt.slice(Shape._wrap(self._our_shape()),
+                                                   **kwargs))
+
+    def split(self, **kwargs):
+        """``mesh.split(host=("dp", "pp"), pp=16)``: dimensions split, row-major."""
+        return self._with(self._our_shape().split(**kwargs))
+
+    def flatten(self, name: str):
+        """Every dimension into one named ``name`` (dense meshes only)."""
+        return self._with(self._our_shape().flatten(name))
+
+    def rename(self, **kwargs):
+        """``mesh.rename(host="dp")``; dimensions not named are kept."""
+        return self._with(self._our_shape().rename(**kwargs))
+
+    def size(self, dim=None) -> int:
+        """Elements in the mesh, or along ``dim`` (a name or a sequence of names);
+        ``KeyError`` for a name the mesh lacks."""
+        labels = list(self._labels)
+        if dim is None:
+            return len(self._ndslice)
+        if isinstance(dim, str):
+            if dim not in labels:
+                raise KeyError(f"{self} does not have dimension {dim!r}")
+            return self._ndslice.sizes[labels.index(dim)]
+        n = 1
+        for d in dim:
+            n *= self.size(d)
+        return n
+
+    @property
+    def sizes(self) -> dict:
+        return dict(zip(self._labels, self._ndslice.sizes))
+
+    @property
+    def extent(self) -> Extent:
+        return Extent(list(self._labels), list(self._ndslice.sizes))
+
+    def __len__(self) -> int:
+        return len(self._ndslice)

@@ -6,7 +6,8 @@ folder on its path (see the end of :func:`_register`).
 Only ``scripts/monarch_tests.py`` puts this folder on ``PYTHONPATH`` (for the monarch_cy
 run, in the test process and every proc it starts).  Monarch's test files import, at
 module level, names from its native extension that exist only to test the extension
-itself (tokio tasks, mailbox ids, message buffers, pickling counters).  Without them a
+itself (tokio tasks, mailbox ids, message buffers, pickling counters, the control
+plane's GIL counter, Rust-made test structs).  Without them a
 whole file fails to collect, and the public-surface tests in it never run.  Each name
 below becomes a placeholder: it can be imported (and subclassed), and making or calling one raises
 ``NotImplementedError`` naming it, so a test that really exercises it fails with that
@@ -35,7 +36,10 @@ PLACEHOLDERS = {
     _HY + ".proc_mesh": ("ProcMesh",),
     _HY + ".pytokio": ("Handle", "PythonTask", "Shared", "WouldBlockRuntime",
                        "is_tokio_thread"),
-    _HY + ".testing": ("_PROBE_SUCCESS_VALUE", "_make_handle_probe"),
+    _HY + ".testing": ("_PROBE_SUCCESS_VALUE", "_make_handle_probe", "_make_test_struct"),
+    _HY + ".runtime": ("_force_unsanctioned_gil_on_control_plane",
+                       "_get_gil_on_control_plane", "_reset_gil_on_control_plane"),
+    _HY + ".value_mesh": ("_make_test_value_mesh",),
     _RB + ".rdma": ("RdmaInitError", "_RdmaManager"),
     _HY + ".channel": ("BindSpec",),
 }
@@ -50,6 +54,10 @@ PYTHON_INTERNALS = {
     "monarch._src.actor.pickle": ("flatten", "unflatten"),
     # the debugger's fetch of the controller's source for code pickled by value
     "monarch._src.actor.source_loader": ("SourceLoaderController",),
+    # how Python methods are patched onto Rust (PyO3) classes, and its test classes
+    "monarch._src.actor.python_extension_methods": ("PatchRustClass",),
+    "monarch._src.actor.testing": ("PlainMixin", "TestStruct", "TraitMixin"),
+    "monarch._src.actor.mpsc": ("Receiver",),
     "monarch._src.actor.proc_mesh": ("HyProcMesh",),
     "monarch._src.job._job_sidecar_worker": (),
     "monarch._src.job.job_sidecar": (),

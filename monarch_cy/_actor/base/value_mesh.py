@@ -21,6 +21,12 @@ class ValueMesh(MeshTrait, Generic[R]):
 
     __slots__ = ("_shape", "_values")
 
+    def __class_getitem__(cls, item):
+        """``ValueMesh[T]`` is ``ValueMesh`` at run time, as Monarch's (so that
+        ``isinstance(x, ValueMesh[int])`` works); type checkers still read the
+        parameter."""
+        return cls
+
     def __init__(self, shape, values) -> None:
         if isinstance(shape, Extent):
             shape = Shape.dense(shape.labels, shape.sizes)
