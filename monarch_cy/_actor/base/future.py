@@ -36,6 +36,11 @@ from monarch_cy._checks import check_timeout
 from monarch_cy._transport.protocol import PENDING as _PENDING
 
 
+#: ``coro -> Future`` owning the coroutine; :mod:`.returns_future` (one floor up, which
+#: builds such Futures) sets it when imported, as ``monarch_cy.actor`` does.
+_coroutine_future: Callable[[Any], "Future"] | None = None
+
+
 class Future(Generic[R]):
     """Result of an asynchronous call. Not constructible by users."""
 
@@ -77,9 +82,9 @@ class Future(Generic[R]):
         awaiting loop, ``get`` on a fresh loop), as :func:`returns_future` makes them;
         the caller's context variables go with it.  Monarch's private constructor,
         kept under its name for programs that build Futures from coroutines."""
-        import contextvars  # deferred: returns_future imports this module
-        from monarch_cy._actor.base.returns_future import _BodyFuture
-        return _BodyFuture._of(coro, contextvars.copy_context())
+        if _coroutine_future is None:
+            raise RuntimeError("Future._from_coro needs monarch_cy.actor imported")
+        return _coroutine_future(coro)
 
     @classmethod
     def _once(cls, inner: "Future", value=None) -> "Future":

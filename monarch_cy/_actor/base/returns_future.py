@@ -24,6 +24,7 @@ import sys
 import threading
 from typing import Any, Callable, Coroutine, ParamSpec, TypeVar
 
+from monarch_cy._actor.base import future as _future
 from monarch_cy._actor.base.future import Future
 
 __all__ = ["returns_future"]
@@ -45,6 +46,12 @@ class _BodyFuture(Future):
         f._body = (coro, ctx)
         f._body_lock = threading.Lock()
         return f
+
+    @classmethod
+    def _owning(cls, coro) -> "_BodyFuture":
+        """A Future owning ``coro`` with the caller's context variables
+        (``Future._from_coro``)."""
+        return cls._of(coro, contextvars.copy_context())
 
     def _take(self):
         with self._body_lock:
@@ -147,6 +154,7 @@ class _BodyFuture(Future):
 
 
 _RUNNING: set = set()
+_future._coroutine_future = _BodyFuture._owning
 
 
 def returns_future(function: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Future[T]]:
