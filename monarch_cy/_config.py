@@ -18,10 +18,11 @@ Rules, the same for every variable:
   names only where it came from).
 * **Runtime overrides win over the environment.**  :func:`set_override` gives a
   variable a value for this process only (checked when set, then read like an
-  environment value); :func:`clear_override` removes it.  Overrides do not reach
-  the processes this one starts (they inherit the environment), as Monarch's
-  runtime configuration layer does not; ``monarch.config.configure`` under
-  :mod:`monarch_cy.compat` sets them (:mod:`monarch_cy._config_api`).
+  environment value); :func:`clear_override` removes it.  ``monarch.config.configure``
+  sets them (:mod:`monarch_cy._config_api`), and ``spawn_procs`` hands the overrides
+  in effect to the procs it starts, in their environment (as Monarch's procs start
+  with their spawner's configuration); other processes this one starts inherit the
+  environment only.
 
 Types: ``text`` (a path, an address, a name), ``secret`` (text, never echoed),
 ``flag`` (``0`` or ``1``), a choice (``unix``, ``ipc`` or ``tcp``...), ``int``
@@ -42,7 +43,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["Var", "VARIABLES", "get", "declared", "markdown_table", "set_override",
-           "clear_override", "overrides"]
+           "clear_override", "overrides", "generation"]
 
 USER, INTERNAL, TESTS = "user", "internal", "tests"
 
@@ -214,6 +215,11 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "`0`: this process never uses ibverbs (read once per process)."),
     _V("MONARCH_CY_RDMA_DEVICE", "text", None, USER,
        "The verbs device this process opens (default: the first); read at first use."),
+    _V("MONARCH_CY_RDMA_IBVERBS_TARGET", "text", None, USER,
+       "Monarch's `rdma_ibverbs_target`: `nic:<name>` opens that verbs device (it wins "
+       "over `MONARCH_CY_RDMA_DEVICE`), `cpu:<numa>` / `gpu:<ordinal>` leave the choice "
+       "automatic; any other value makes `RDMABuffer(...)` and `RDMAAction.submit()` "
+       "raise `RdmaInitError` naming it. Read at each of those calls."),
     _V("MONARCH_CY_RDMA_CMA_THREADS", "int", 2, USER,
        "Threads that copy one cross-memory-attach span of 8 MiB or more; read when "
        "`monarch_cy._rdma_buffer._cma` is imported.", clamp=(1, 4)),
@@ -258,8 +264,17 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "for Monarch before it ran them one at a time; `0` (Monarch's): one message at "
        "a time unless `@concurrent_endpoint`. Read in each proc as an actor starts."),
     _V("MONARCH_CY_SUPERVISE_TIMEOUT", "seconds0", 10.0, USER,
-       "Seconds an owner's `__supervise__`/`__cleanup__` may run before it counts as hung "
-       "(read in the actor's proc)."),
+       "Seconds an owner's `__supervise__` may run before it counts as hung (read in the "
+       "actor's proc)."),
+    _V("MONARCH_CY_CLEANUP_TIMEOUT", "seconds0", 3.0, USER,
+       "Seconds an actor's `__cleanup__` may run before it counts as hung (Monarch's "
+       "`cleanup_timeout`; read in the actor's proc as the actor stops)."),
+    _V("MONARCH_CY_MAX_MESSAGE_BYTES", "int", 10737418240, USER,
+       "The largest message (its pickle and buffers together) a process sends "
+       "(Monarch's `codec_max_frame_length`): a call with larger arguments fails with "
+       "`SupervisionError` and is not sent, a larger reply reaches its caller as an "
+       "error. Read at the process's first message and again after each runtime "
+       "override (`monarch.config.configure`).", minimum=0),
     _V("MONARCH_CY_FAULT_GRACE", "seconds0", 1.0, USER,
        "Under `MONARCH_CY_FAULT_HOOK_SKIPS_SEEN`, seconds the client has to see or "
        "recover a failure before `unhandled_fault_hook` runs (by default it runs at "
@@ -320,6 +335,10 @@ VARIABLES: dict[str, Var] = {v.name: v for v in [
        "Set in a proc whose visible GPUs `spawn_procs` pinned to its `gpus` coordinate: "
        "the device variables it had before (JSON), which `monarch_cy.spmd` restores so "
        "that a torchrun script sees every GPU of its host, as under torchrun."),
+    _V("MONARCH_CY_MONARCH_CONFIG", "text", None, INTERNAL,
+       "Set by `spawn_procs` in every proc when the spawner had `monarch.config` keys "
+       "set: those keys and values (JSON), the proc's starting configuration, as "
+       "Monarch's procs start with their spawner's."),
     # -- the test suite and benchmarks (tests/, bench/, scripts/)
     _V("MONARCH_CY_CHAOS_SEED", "int", 1234, TESTS,
        "Seed of `tests/actor/test_chaos.py`'s random kills."),
@@ -366,6 +385,7 @@ def declared(name: str) -> bool:
 # -- runtime overrides: this process only, consulted before os.environ ---------------
 
 _OVERRIDES: dict[str, str] = {}
+_generation = [0]               # bumped at every change of _OVERRIDES
 
 
 def set_override(name: str, raw: str) -> None:
@@ -378,6 +398,7 @@ def set_override(name: str, raw: str) -> None:
     if raw.strip():
         _PARSERS[var.kind](var, raw)
     _OVERRIDES[name] = raw
+    _generation[0] += 1
 
 
 def clear_override(name: str | None = None) -> None:
@@ -386,6 +407,13 @@ def clear_override(name: str | None = None) -> None:
         _OVERRIDES.clear()
     else:
         _OVERRIDES.pop(name, None)
+    _generation[0] += 1
+
+
+def generation() -> int:
+    """A number that changes at every :func:`set_override` / :func:`clear_override`:
+    a caller that keeps a value (read on a hot path) reads it again when it moved."""
+    return _generation[0]
 
 
 def overrides() -> dict:
@@ -513,6 +541,22 @@ def interleave() -> bool:
 
 def supervise_timeout() -> float:
     return get("MONARCH_CY_SUPERVISE_TIMEOUT")
+
+
+def cleanup_timeout() -> float:
+    return get("MONARCH_CY_CLEANUP_TIMEOUT")
+
+
+def max_message_bytes() -> int:
+    return get("MONARCH_CY_MAX_MESSAGE_BYTES")
+
+
+def rdma_ibverbs_target() -> str | None:
+    return get("MONARCH_CY_RDMA_IBVERBS_TARGET")
+
+
+def monarch_config() -> str | None:
+    return get("MONARCH_CY_MONARCH_CONFIG")
 
 
 def fault_grace() -> float:

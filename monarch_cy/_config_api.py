@@ -7,9 +7,11 @@ override (:func:`monarch_cy._config.set_override`), so what the package reads
 changes; :data:`MAPPED` lists those keys.  Every other key is checked and recorded
 (``get_runtime_config``/``get_global_config`` return it) and has no effect here.
 
-As in Monarch, the runtime layer belongs to this process: processes started
-afterwards do not inherit it (set the ``MONARCH_CY_*`` variable, or
-``spawn_procs(env=...)``, to reach them).
+As in Monarch, a proc starts with the configuration of the process that spawned it,
+as it was at ``spawn_procs`` (:func:`child_environment`): both the keys and the
+``MONARCH_CY_*`` variables they set; a later ``configure`` in the spawner does not
+reach procs already started.  Other processes (``subprocess``...) inherit only the
+environment.
 
 Errors: an unknown key is a ``ValueError`` naming it and listing the known keys; a
 value of the wrong type or out of range is a :class:`ConfigValueError` (both a
@@ -18,43 +20,30 @@ value.  ``configure`` checks every value before it applies any.
 
 Durations are humantime strings (``"30s"``, ``"1m 30s"``, ``"500ms"``, ``"1h30m"``,
 ``"1.5s"``); the runtime layer keeps them normalized as Monarch does
-(``"1h30m"`` -> ``"1h 30m"``, ``"1.5s"`` -> ``"1s 500ms"``).
+(``"1h30m"`` -> ``"1h 30m"``, ``"1.5s"`` -> ``"1s 500ms"``; :mod:`._config_durations`),
+and a malformed one is refused with Monarch's ``Invalid duration format`` text.
+``default_transport`` is kept as a :class:`~._config_transport.BindSpec` whatever
+form it was given in (``ChannelTransport``, ``"tcp"``, ``"tcp://127.0.0.1:8080"``).
 
-Imports only the standard library and :mod:`monarch_cy._config`.
+Imports only the standard library and the ``monarch_cy._config*`` modules.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import re
 import threading
-from typing import Any, Callable, Dict, Iterator
+import json
+from typing import Any, Dict, Iterator
 
 from monarch_cy import _config
+from monarch_cy._config_durations import format_duration, parse_duration
+from monarch_cy._config_transport import BindSpec, ChannelTransport
 from monarch_cy._errors import ConfigValueError
 
-__all__ = ["ChannelTransport", "ConfigValueError", "Encoding", "KEYS", "MAPPED",
+__all__ = ["BindSpec", "ChannelTransport", "ConfigValueError", "Encoding", "KEYS", "MAPPED",
            "clear_runtime_config", "configure", "configured", "get_global_config",
-           "get_runtime_config", "parametrize_config", "parametrize_config_pointwise",
-           "parse_duration", "format_duration"]
-
-
-class ChannelTransport(enum.Enum):
-    """Monarch's channel transports (``default_transport``).  monarch_cy honours
-    ``Unix`` and the two ``Tcp`` kinds (``MONARCH_CY_TRANSPORT``); the others are
-    accepted and recorded only."""
-
-    TcpWithLocalhost = "tcp(localhost)"
-    TcpWithHostname = "tcp(hostname)"
-    MetaTlsWithHostname = "metatls(hostname)"
-    MetaTlsWithIpV6 = "metatls(ipv6)"
-    MetaQuicWithHostname = "metaquic(hostname)"
-    MetaQuicWithIpV6 = "metaquic(ipv6)"
-    Quic = "quic"
-    Tls = "tls"
-    Local = "local"
-    Unix = "unix"
+           "get_runtime_config", "parse_duration", "format_duration", "child_environment"]
 
 
 class Encoding(enum.Enum):
@@ -64,56 +53,6 @@ class Encoding(enum.Enum):
     Bincode = "bincode"
     Json = "json"
     Multipart = "multipart"
-
-
-# -- durations (humantime) -------------------------------------------------------------
-
-_UNITS = {}
-for _names, _secs in ((("nsec", "ns"), 1e-9), (("usec", "us", "\u00b5s"), 1e-6),
-                      (("msec", "ms"), 1e-3),
-                      (("seconds", "second", "secs", "sec", "s"), 1.0),
-                      (("minutes", "minute", "mins", "min", "m"), 60.0),
-                      (("hours", "hour", "hrs", "hr", "h"), 3600.0),
-                      (("days", "day", "d"), 86400.0),
-                      (("weeks", "week", "w"), 604800.0),
-                      (("months", "month", "M"), 2630016.0),
-                      (("years", "year", "y"), 31557600.0)):
-    for _n in _names:
-        _UNITS[_n] = _secs
-_PART = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z\u00b5]+)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a humantime duration (``"1m 30s"``); ``ValueError`` otherwise."""
-    s = text.strip()
-    if not s:
-        raise ValueError("a duration must not be empty")
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _PART.match(s, pos)
-        if m is None or m.group(2) not in _UNITS:
-            raise ValueError(f"{text!r} is not a duration: use a number and a unit, "
-                             "e.g. '30s', '500ms', '1m 30s'")
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    return total
-
-
-def format_duration(seconds: float) -> str:
-    """``seconds`` as Monarch prints a duration: ``"1h 30m"``, ``"1s 500ms"``,
-    ``"2days"``, ``"0s"``."""
-    if seconds != seconds or seconds == float("inf"):
-        return "inf"
-    ns = round(seconds * 1e9)
-    if ns == 0:
-        return "0s"
-    out = []
-    for unit, size in (("day", 86400 * 10**9), ("h", 3600 * 10**9), ("m", 60 * 10**9),
-                       ("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1)):
-        n, ns = divmod(ns, size)
-        if n:
-            out.append(f"{n}{unit}{'s' if unit == 'day' and n > 1 else ''}")
-    return " ".join(out)
 
 
 # -- the keys ------------------------------------------------------------------------
@@ -195,10 +134,6 @@ def _bad(key: str, value: Any, need: str) -> ConfigValueError:
                             f"`{key}`: {need}")
 
 
-_TRANSPORT_WORDS = ("unix", "local", "tls", "tcp")
-_TRANSPORT_URL = re.compile(r"^(tcp|unix|ipc|tls|metatls|local|quic|metaquic)://.+")
-
-
 def _check(key: _Key, v: Any) -> Any:
     """``v`` as the runtime layer keeps it, or :class:`ConfigValueError`."""
     k = key.kind
@@ -228,31 +163,38 @@ def _check(key: _Key, v: Any) -> Any:
             raise _bad(key.name, v, "expected a duration string such as '30s' or '1m 30s'")
         try:
             return format_duration(parse_duration(v))
-        except ValueError as e:
+        except ValueError as e:                  # "Invalid duration format ...", Monarch's
             raise _bad(key.name, v, str(e)) from None
     if k == "encoding":
         if not isinstance(v, Encoding):
             raise _bad(key.name, v, "expected an Encoding (Encoding.Bincode, .Json or "
                        ".Multipart)")
         return v
-    # transport
-    if isinstance(v, ChannelTransport):
-        return v
-    if not isinstance(v, str):
-        raise _bad(key.name, v, "expected a ChannelTransport or a str")
-    if v.strip().lower() not in _TRANSPORT_WORDS and not _TRANSPORT_URL.match(v.strip()):
-        raise _bad(key.name, v, "expected a ChannelTransport, one of "
-                   f"{', '.join(_TRANSPORT_WORDS)}, or an address such as "
-                   "'tcp://127.0.0.1:8080'")
-    return v
+    # transport: kept as the BindSpec it names, whatever form it was given in
+    if not isinstance(v, (ChannelTransport, BindSpec, str)):
+        raise _bad(key.name, v, "expected ChannelTransport enum, BindSpec, or str")
+    try:
+        return BindSpec(v)
+    except ValueError as e:
+        raise _bad(key.name, v, str(e)) from None
 
 
 # -- the keys monarch_cy honours -------------------------------------------------------
 
+_RAW_TRANSPORT = {ChannelTransport.Unix: "unix", ChannelTransport.TcpWithLocalhost: "tcp",
+                  ChannelTransport.TcpWithHostname: "tcp"}
+
+
 def _transport_raw(v) -> str | None:
+    """The ``MONARCH_CY_TRANSPORT`` value a transport means, or None when it has none
+    here; ``v`` a BindSpec, a ChannelTransport or a str (``enable_transport``'s)."""
     if isinstance(v, ChannelTransport):
-        return {ChannelTransport.Unix: "unix", ChannelTransport.TcpWithLocalhost: "tcp",
-                ChannelTransport.TcpWithHostname: "tcp"}.get(v)
+        return _RAW_TRANSPORT.get(v)
+    if isinstance(v, BindSpec):
+        if v.transport is not None:
+            return _RAW_TRANSPORT.get(v.transport)
+        return v.address.partition(":")[0] if v.address.startswith(("unix:", "tcp:")) \
+            else None
     s = v.strip().lower()
     if s == "unix" or s.startswith(("unix://", "ipc://")):
         return "unix"
@@ -261,8 +203,9 @@ def _transport_raw(v) -> str | None:
     return None
 
 
-def _transport_back(v: str):
-    return ChannelTransport.TcpWithLocalhost if v == "tcp" else ChannelTransport.Unix
+def _transport_back(v: str) -> BindSpec:
+    return BindSpec(ChannelTransport.TcpWithLocalhost if v == "tcp"
+                    else ChannelTransport.Unix)
 
 
 def _secs_raw(v: str) -> str:
@@ -285,10 +228,20 @@ MAPPED: Dict[str, tuple] = {
         "MONARCH_CY_ATTACH_TIMEOUT", _secs_raw, format_duration,
         "How long each host agent has to answer `attach_to_workers` (must be > 0)."),
     "cleanup_timeout": (
-        "MONARCH_CY_SUPERVISE_TIMEOUT", _secs_raw, format_duration,
-        "How long `__cleanup__` / `__supervise__` may run before counting as hung; "
-        "read in the actor's process, so here it covers actors of this process "
-        "(`get_or_spawn_controller`'s)."),
+        "MONARCH_CY_CLEANUP_TIMEOUT", _secs_raw, format_duration,
+        "How long an actor's `__cleanup__` may run before counting as hung; read in "
+        "the actor's process (procs spawned after `configure` start with it)."),
+    "codec_max_frame_length": (
+        "MONARCH_CY_MAX_MESSAGE_BYTES", str, int,
+        "The largest message a process sends, its pickle and buffers together: a call "
+        "whose arguments are larger fails with Monarch's `SupervisionError` (`rejecting "
+        "oversize frame: len=... > max=...`) and is not sent; a larger result reaches "
+        "the caller as an error."),
+    "rdma_ibverbs_target": (
+        "MONARCH_CY_RDMA_IBVERBS_TARGET", str, lambda v: v or "",
+        "`nic:<name>` opens that verbs device; `cpu:<numa>` / `gpu:<ordinal>` leave the "
+        "choice automatic; a malformed value makes `RDMABuffer(...)` and "
+        "`RDMAAction.submit()` raise `RdmaInitError` naming it, as Monarch's."),
     "tail_log_lines": (
         "MONARCH_CY_TAIL_LOG_LINES", str, lambda v: 0 if v is None else int(v),
         "How many of a dead proc's last lines of output its failure text carries; "
@@ -372,6 +325,70 @@ def clear_runtime_config() -> None:
             _config.clear_override(var)
 
 
+# -- a proc starts with its spawner's configuration ---------------------------------
+
+_INHERITED = "MONARCH_CY_MONARCH_CONFIG"
+
+
+def _to_json(v: Any) -> Any:
+    if isinstance(v, Encoding):
+        return {"encoding": v.name}
+    if isinstance(v, BindSpec):
+        src = v.transport
+        return {"transport": src.name} if src is not None else {"bind": v._source}
+    return v
+
+
+def _from_json(v: Any) -> Any:
+    if isinstance(v, dict):
+        if "encoding" in v:
+            return Encoding[v["encoding"]]
+        if "transport" in v:
+            return ChannelTransport[v["transport"]]
+        return v["bind"]
+    return v
+
+
+def child_environment() -> Dict[str, str]:
+    """The variables a proc started now gets so that it starts with this process's
+    configuration, as Monarch's procs start with their spawner's: every
+    ``MONARCH_CY_*`` runtime override in effect, and (``MONARCH_CY_MONARCH_CONFIG``,
+    JSON) the keys :func:`configure` set.  Empty when nothing was configured.
+    ``spawn_procs`` puts them under its own ``env=``."""
+    with _lock:
+        runtime = {k: _to_json(v) for k, v in _runtime.items()}
+    env = dict(_config.overrides())
+    if runtime:
+        env[_INHERITED] = json.dumps(runtime, sort_keys=True)
+    return env
+
+
+def _inherit() -> None:
+    """At import in a proc: take the keys its spawner had set (the ``MONARCH_CY_*``
+    variables came in the environment already).  A key this version does not know,
+    or a value it refuses, is left out: the proc keeps its default for it."""
+    raw = _config.monarch_config()
+    if not raw:
+        return
+    try:
+        given = json.loads(raw)
+    except ValueError:
+        return
+    if not isinstance(given, dict):
+        return
+    for name, value in given.items():
+        key = KEYS.get(name)
+        if key is None:
+            continue
+        try:
+            _runtime[name] = _check(key, _from_json(value))
+        except (ValueError, TypeError, KeyError):
+            continue
+
+
+_inherit()
+
+
 @contextlib.contextmanager
 def configured(**overrides: Any) -> Iterator[Dict[str, Any]]:
     """Apply ``overrides`` for the ``with`` block and yield :func:`get_global_config`;
@@ -383,64 +400,3 @@ def configured(**overrides: Any) -> Iterator[Dict[str, Any]]:
     finally:
         clear_runtime_config()
         configure(**prev)
-
-
-def _wrap(fn: Callable, sig) -> Callable:
-    import functools
-    import inspect
-
-    if inspect.iscoroutinefunction(fn):
-        async def wrapper(_config_overrides, *args, **kwargs):
-            with configured(**_config_overrides):
-                return await fn(*args, **kwargs)
-    else:
-        def wrapper(_config_overrides, *args, **kwargs):
-            with configured(**_config_overrides):
-                return fn(*args, **kwargs)
-    functools.update_wrapper(wrapper, fn)
-    wrapper.__signature__ = sig   # type: ignore[attr-defined]
-    return wrapper
-
-
-def _parametrize(combos: list, keys: list) -> Callable:
-    import inspect
-
-    import pytest  # deferred: only these pytest helpers need it
-
-    ids = ["-".join(f"{k}={v}" for k, v in zip(keys, c)) for c in combos]
-    dicts = [dict(zip(keys, c)) for c in combos]
-
-    def decorator(fn):
-        sig = inspect.signature(fn)
-        sig = sig.replace(parameters=[inspect.Parameter(
-            "_config_overrides", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-            *sig.parameters.values()])
-        return pytest.mark.parametrize("_config_overrides", dicts, ids=ids)(
-            _wrap(fn, sig))
-    return decorator
-
-
-def parametrize_config(**config_options: Any) -> Callable:
-    """pytest helper: run the test under every combination of the given values, each
-    inside :func:`configured`."""
-    import itertools
-    if not config_options:
-        raise ValueError("parametrize_config requires at least one config option")
-    keys = list(config_options)
-    return _parametrize(list(itertools.product(*(list(config_options[k]) for k in keys))),
-                        keys)
-
-
-def parametrize_config_pointwise(**config_options: Any) -> Callable:
-    """pytest helper: like :func:`parametrize_config`, the value lists taken in
-    lockstep (all of one length)."""
-    if not config_options:
-        raise ValueError("parametrize_config_pointwise requires at least one config "
-                         "option")
-    keys = list(config_options)
-    lists = [list(config_options[k]) for k in keys]
-    if len({len(v) for v in lists}) != 1:
-        raise ValueError("parametrize_config_pointwise requires every option to have the "
-                         "same number of values; got lengths "
-                         f"{dict(zip(keys, map(len, lists)))}")
-    return _parametrize(list(zip(*lists)), keys)

@@ -42,6 +42,7 @@ __all__ = [
     "StackDumpError",
     "MachineError",
     "ConfigValueError",
+    "MessageTooLargeError",
     "ModuleNotProvidedError",
     "NameNotProvidedError",
     "CollectiveError",
@@ -56,6 +57,7 @@ __all__ = [
     "BufferDroppedError",
     "RDMATimeoutError",
     "BackendUnavailableError",
+    "RdmaInitError",
     "OwnerDiedError",
     "RDMATcpFallbackWarning",
     "RDMAReadTransferWarning",
@@ -474,6 +476,13 @@ class BackendUnavailableError(RDMAError, ValueError):
     pair of processes or memories; the message says why."""
 
 
+class RdmaInitError(RDMAError, RuntimeError):
+    """RDMA could not be set up in this process as configured (Monarch's name): a
+    malformed ``rdma_ibverbs_target`` (``MONARCH_CY_RDMA_IBVERBS_TARGET``).  Raised by
+    ``RDMABuffer(...)`` and ``RDMAAction.submit()``; the message names the setting
+    and the value."""
+
+
 class OwnerDiedError(SupervisionError):
     """The process owning the buffer died before (or while) the operation ran.
 
@@ -511,6 +520,23 @@ class ConfigValueError(MonarchCyError, TypeError, ValueError):
     """A value of the wrong type, or out of range, for a configuration key
     (``monarch_cy.config.configure``); a ``TypeError`` as Monarch raises, and a
     ``ValueError``."""
+
+
+class MessageTooLargeError(MonarchCyError, ValueError):
+    """A message (its pickle and buffers together) is larger than this process may
+    send (``MONARCH_CY_MAX_MESSAGE_BYTES``, Monarch's ``codec_max_frame_length``).
+    Nothing was sent.  ``size`` and ``limit`` are the byte counts; the text is
+    Monarch's ``rejecting oversize frame: len=... > max=...``.  A call whose
+    arguments are too large fails with ``SupervisionError`` carrying this text."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size, self.limit = int(size), int(limit)
+        super().__init__(f"rejecting oversize frame: len={self.size} > max={self.limit}; "
+                         "increase CODEC_MAX_FRAME_LENGTH (monarch.config's "
+                         "codec_max_frame_length) to allow")
+
+    def __reduce__(self):
+        return (type(self), (self.size, self.limit))
 
 
 class ModuleNotProvidedError(MonarchCyError, ModuleNotFoundError):

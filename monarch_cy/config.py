@@ -8,8 +8,8 @@ monarch_cy equivalent set that ``MONARCH_CY_*`` variable for this process
 
 from monarch_cy._config_api import (ChannelTransport, ConfigValueError, Encoding,
                                     clear_runtime_config, configure, configured,
-                                    get_global_config, get_runtime_config,
-                                    parametrize_config, parametrize_config_pointwise)
+                                    get_global_config, get_runtime_config)
+from monarch_cy._config_pytest import parametrize_config, parametrize_config_pointwise
 
 __all__ = [
     "ChannelTransport",

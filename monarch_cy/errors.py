@@ -21,9 +21,11 @@ public packages re-export their own (``monarch_cy.actor``, ``.rdma``,
     ├── StackDumpError (RuntimeError)   stacks could not be read (py-spy, ptrace)
     ├── MachineError (ValueError)       training options this machine cannot meet
     ├── ConfigValueError (TypeError, ValueError)   a bad monarch_cy.config value
+    ├── MessageTooLargeError (ValueError)   a message over MONARCH_CY_MAX_MESSAGE_BYTES
     ├── ModuleNotProvidedError (ModuleNotFoundError), NameNotProvidedError
     │   (ImportError)                   compat: a Monarch path or name not provided
-    ├── RDMAError ── BufferDroppedError, RDMATimeoutError, BackendUnavailableError
+    ├── RDMAError ── BufferDroppedError, RDMATimeoutError, BackendUnavailableError,
+    │                RdmaInitError (RuntimeError)
     └── HostError ── HostUnreachableError, HostRefusedError, HostLostError,
                      SchedulerError
 
@@ -51,6 +53,7 @@ from monarch_cy._errors import (
     MachineError,
     MeshIndexError,
     MeshStoppedError,
+    MessageTooLargeError,
     ModuleNotProvidedError,
     MonarchCyError,
     NameNotProvidedError,
@@ -64,6 +67,7 @@ from monarch_cy._errors import (
     RDMATcpFallbackWarning,
     RDMATimeoutError,
     RDMAWriteTransferWarning,
+    RdmaInitError,
     ResourceClosedError,
     SchedulerError,
     StackDumpError,
@@ -97,12 +101,14 @@ __all__ = [
     "StackDumpError",
     "MachineError",
     "ConfigValueError",
+    "MessageTooLargeError",
     "ModuleNotProvidedError",
     "NameNotProvidedError",
     "RDMAError",
     "BufferDroppedError",
     "RDMATimeoutError",
     "BackendUnavailableError",
+    "RdmaInitError",
     "OwnerDiedError",
     "HostError",
     "HostUnreachableError",

@@ -51,6 +51,11 @@ ACCESSORS = {
     _config.cast_nogil: ("CAST_NOGIL", True, "0", False),
     _config.interleave: ("INTERLEAVE", False, "1", True),
     _config.supervise_timeout: ("SUPERVISE_TIMEOUT", 10.0, "0.5", 0.5),
+    _config.cleanup_timeout: ("CLEANUP_TIMEOUT", 3.0, "25", 25.0),
+    _config.max_message_bytes: ("MAX_MESSAGE_BYTES", 10737418240, " 1048576 ", 1048576),
+    _config.rdma_ibverbs_target: ("RDMA_IBVERBS_TARGET", None, " nic:mlx5_0 ", "nic:mlx5_0"),
+    _config.monarch_config: ("MONARCH_CONFIG", None, '{"tail_log_lines": 5}',
+                             '{"tail_log_lines": 5}'),
     _config.fault_grace: ("FAULT_GRACE", 1.0, "0.2", 0.2),
     _config.fault_hook_skips_seen: ("FAULT_HOOK_SKIPS_SEEN", False, "1", True),
     _config.log_level: ("LOG_LEVEL", None, " Debug ", "debug"),
@@ -80,6 +85,8 @@ BAD = {
     "PIN_GPUS": ["true"],
     "HEARTBEAT_TIMEOUT": ["abc", "-1", "nan"],
     "SUPERVISE_TIMEOUT": ["-0.1", "ten"],
+    "CLEANUP_TIMEOUT": ["-1", "3s"],
+    "MAX_MESSAGE_BYTES": ["-1", "1MiB", "1e6"],
     "FAULT_GRACE": ["x"],
     "RANK": ["-2", "r0"],
     "WORLD_SIZE": ["0", "many"],
@@ -99,7 +106,8 @@ def test_accessors_cover_every_package_variable():
     assert all(v.who in (_config.USER, _config.INTERNAL, _config.TESTS)
                for v in _config.VARIABLES.values())
     internal = {n for n, v in _config.VARIABLES.items() if v.who == _config.INTERNAL}
-    assert internal == {P + "RANK", P + "WORLD_SIZE", P + "GPU_COORD", P + "GPU_UNPINNED"}
+    assert internal == {P + "RANK", P + "WORLD_SIZE", P + "GPU_COORD", P + "GPU_UNPINNED",
+                        P + "MONARCH_CONFIG"}
 
 
 @pytest.mark.parametrize("fn", list(ACCESSORS), ids=lambda f: f.__name__)

@@ -34,6 +34,8 @@ import pickle
 import threading
 from collections import deque
 
+from monarch_cy import _config
+from monarch_cy._errors import MessageTooLargeError
 from monarch_cy._log import RateLimited
 from monarch_cy._resource import Owned
 from monarch_cy._transport import shm, unix_records, unixsock, wire
@@ -61,6 +63,20 @@ _UNHANDLED = RateLimited("transport", "messages that could not be handled", burs
 _COLLECTOR_FAILED = RateLimited("transport", "collectors that raised on a proc's death",
                                 burst=1)
 _SCALARS = frozenset((int, float, bool, str, bytes, type(None)))
+
+
+_limit = [-1, 0]      # [the override generation it was read at, the limit]
+
+
+def _max_message() -> int:
+    """``MONARCH_CY_MAX_MESSAGE_BYTES``, read at this process's first message and
+    again after each runtime override (``monarch.config.configure``): every message
+    asks, so the environment is not parsed each time."""
+    g = _config.generation()
+    if _limit[0] != g:
+        _limit[1] = _config.max_message_bytes()
+        _limit[0] = g
+    return _limit[1]
 
 
 class Node(Owned, SendMixin, PumpMixin, PortTable):
@@ -202,9 +218,17 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
         """Pickle ``obj`` for ``receivers`` (proc keys): ``(data, extra_frames)``.
 
         Large buffers go through shm when every receiver is on this host (ipc),
-        else as zero-copy extra frames.
+        else as zero-copy extra frames.  A message whose pickle and buffers together
+        exceed ``MONARCH_CY_MAX_MESSAGE_BYTES`` (Monarch's ``codec_max_frame_length``)
+        raises :class:`MessageTooLargeError` and nothing is placed.
         """
         data, bufs = wire.dumps(obj)
+        size = len(data)
+        if bufs:
+            size += sum(b.nbytes for b in bufs)
+        limit = _max_message()
+        if size > limit:
+            raise MessageTooLargeError(size, limit)
         if not bufs:
             return data, ()
         local = _same_host(self.addr) and all(_same_host(r) for r in receivers)

@@ -58,6 +58,8 @@ _ACTOR_MESH.update({"_context": f"{_P}:context_var", "IN_PAR": f"{_P}:IN_PAR",
                     "_client_context": "monarch_cy._actor.model.actor:client_context",
                     "Instance": "monarch_cy._actor.model.actor:ActorInstance"})
 _PROC_MESH = {"ProcMesh": _A, "get_or_spawn_controller": _A}
+_PROC_MESH.update({n: "monarch_cy._actor.meshes.spawn_hooks" for n in (
+    "register_proc_mesh_spawn_callback", "unregister_proc_mesh_spawn_callback")})
 _RDMA = {n: _R for n in (
     "RDMAAction", "RDMABuffer", "RDMAReadTransferWarning", "RDMATcpFallbackWarning",
     "RDMAWriteTransferWarning", "get_rdma_backend", "is_ibverbs_available",
@@ -114,8 +116,9 @@ SHIMS = {
         "_WORKER_BOOTSTRAP_SCRIPT": f"{_P}:WORKER_BOOTSTRAP_SCRIPT"},
     "monarch._src.job.slurm": {"SlurmJob": _J},
     "monarch._src.job.process": {"ProcessJob": _J},
-    "monarch._src.job.spmd": {n: "monarch_cy.job.spmd" for n in (
+    "monarch._src.job.spmd": {**{n: "monarch_cy.job.spmd" for n in (
         "SPMDJob", "StoreJob", "serve")},
+        "_parse_torchrun": "monarch_cy._hosts.spmd_job:parse_torchrun"},
     "monarch._src.tools.commands": {"load_current_job": _J},
     "monarch.job.kubernetes": {"ImageSpec": _J, "KubeConfig": _J, "KubernetesJob": _J},
     "monarch.job.spmd": {"SPMDJob": _J, "StoreJob": _J, "serve": _J},
@@ -126,7 +129,9 @@ SHIMS = {
         "SPMDActor", "setup_torch_elastic_env", "setup_torch_elastic_env_async")},
     "monarch._src.spmd.actor": {"SPMDActor": _S},
     # -- the native extension's Python-visible types that programs import
-    "monarch._rust_bindings.monarch_hyperactor.channel": {"ChannelTransport": _C},
+    "monarch._rust_bindings.monarch_hyperactor.channel": {
+        "ChannelTransport": _C, "BindSpec": "monarch_cy._config_transport"},
+    "monarch._rust_bindings.rdma": {"RdmaInitError": _R},
     "monarch._rust_bindings.monarch_hyperactor.config": _CONFIG,
     "monarch._rust_bindings.monarch_hyperactor.supervision": {
         "SupervisionError": _A, "MeshFailure": _A},

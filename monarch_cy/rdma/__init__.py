@@ -8,7 +8,7 @@ Re-exports only; the implementation lives in :mod:`monarch_cy._rdma_buffer`.  Se
 from monarch_cy._errors import (BackendUnavailableError, BufferDroppedError, ForeignJobError,
                                 OwnerDiedError, RDMAError, RDMAReadTransferWarning,
                                 RDMATcpFallbackWarning, RDMATimeoutError,
-                                RDMAWriteTransferWarning)
+                                RDMAWriteTransferWarning, RdmaInitError)
 from monarch_cy._rdma_buffer._action import RDMAAction
 from monarch_cy._rdma_buffer._availability import (get_rdma_backend, is_ibverbs_available,
                                                    is_rdma_available)
@@ -22,6 +22,7 @@ __all__ = [
     "BufferDroppedError",
     "ForeignJobError",
     "OwnerDiedError",
+    "RdmaInitError",
     "RDMATimeoutError",
     "RDMATcpFallbackWarning",
     "RDMAReadTransferWarning",

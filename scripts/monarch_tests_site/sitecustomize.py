@@ -40,8 +40,7 @@ PLACEHOLDERS = {
     _HY + ".runtime": ("_force_unsanctioned_gil_on_control_plane",
                        "_get_gil_on_control_plane", "_reset_gil_on_control_plane"),
     _HY + ".value_mesh": ("_make_test_value_mesh",),
-    _RB + ".rdma": ("RdmaInitError", "_RdmaManager"),
-    _HY + ".channel": ("BindSpec",),
+    _RB + ".rdma": ("_RdmaManager",),
 }
 
 #: Private names of Monarch's Python implementation that test files import at module
@@ -67,7 +66,6 @@ PYTHON_INTERNALS = {
     "monarch._src.job.meta": (),
     "monarch._src.job.meta.mast": ("MASTJob",),
     "monarch._src.job.job": ("BatchJob", "LoginJob", "ProcessState", "MeshAdminConfig"),
-    "monarch._src.job.spmd": ("_parse_torchrun",),
     "monarch._src.rdma.rdma": ("_make_local_memory_handle_from_tensor",),
     "monarch._src.spmd.host_mesh": ("_IN_PAR", "_spawn_worker_process", "_worker_addr_key",
                                    "host_mesh_from_store"),
@@ -79,8 +77,6 @@ PYTHON_INTERNALS = {
 #: so for each).  Same treatment, so that the rest of a file that imports one runs.
 NOT_YET = {
     "monarch._src.actor.actor_mesh": ("attach",),
-    "monarch._src.actor.proc_mesh": ("register_proc_mesh_spawn_callback",
-                                     "unregister_proc_mesh_spawn_callback"),
     "monarch._src.job.job": ("exec_command",),
 }
 

@@ -8,6 +8,7 @@ import pytest
 
 from monarch_cy import _config
 from monarch_cy import _config_api as api
+from monarch_cy._config_transport import BindSpec
 from monarch_cy.config import (ChannelTransport, ConfigValueError, Encoding,
                                clear_runtime_config, configure, configured,
                                get_global_config, get_runtime_config, parametrize_config,
@@ -17,7 +18,7 @@ P = "MONARCH_CY_"      # variable names are built from it (see tests/test_config
 
 # Monarch's keys the task names, with 0.7.0's defaults
 REQUIRED = {
-    "default_transport": ChannelTransport.Unix, "enable_log_forwarding": False,
+    "default_transport": BindSpec(ChannelTransport.Unix), "enable_log_forwarding": False,
     "tail_log_lines": 0, "message_delivery_timeout": "30s",
     "host_spawn_ready_timeout": "30s", "stop_actor_timeout": "10s",
     "rdma_disable_ibverbs": False, "rdma_allow_tcp_fallback": True,
@@ -27,7 +28,8 @@ REQUIRED = {
 @pytest.fixture(autouse=True)
 def clean(monkeypatch):
     for suffix in ("TRANSPORT", "CAST_FANOUT", "ATTACH_TIMEOUT", "SUPERVISE_TIMEOUT",
-                   "RDMA_VERBS"):
+                   "RDMA_VERBS", "CLEANUP_TIMEOUT", "MAX_MESSAGE_BYTES",
+                   "RDMA_IBVERBS_TARGET", "MONARCH_CONFIG"):
         monkeypatch.delenv(P + suffix, raising=False)
     clear_runtime_config()
     yield
@@ -61,7 +63,7 @@ def test_recorded_keys_are_returned():
                   "rdma_max_nics_per_buffer": None, "message_latency_sampling_rate": 1.0}
     g = get_global_config()
     assert {k: g[k] for k in rt} == rt
-    assert g["cleanup_timeout"] == "10s"         # mapped, from MONARCH_CY_SUPERVISE_TIMEOUT
+    assert g["cleanup_timeout"] == "3s"          # mapped, from MONARCH_CY_CLEANUP_TIMEOUT
     # only tail_log_lines has a monarch_cy equivalent: the others change no variable
     assert _config.overrides() == {"MONARCH_CY_TAIL_LOG_LINES": "100"}
 
@@ -84,16 +86,17 @@ def test_transport_maps_onto_the_transport_variable(monkeypatch):
     assert _config.transport() == "unix"
     configure(default_transport="tcp://127.0.0.1:8080")
     assert _config.transport() == "tcp"
-    assert get_runtime_config()["default_transport"] == "tcp://127.0.0.1:8080"
+    assert get_runtime_config()["default_transport"] == BindSpec("tcp://127.0.0.1:8080")
     # the runtime layer wins over the environment ...
     monkeypatch.setenv(P + "TRANSPORT", "ipc")
     assert _config.transport() == "tcp"
     # ... and a transport with no equivalent here leaves the variable to it
     configure(default_transport=ChannelTransport.MetaTlsWithHostname)
     assert _config.transport() == "ipc"
-    assert get_runtime_config()["default_transport"] is ChannelTransport.MetaTlsWithHostname
+    assert get_runtime_config()["default_transport"] == \
+        BindSpec(ChannelTransport.MetaTlsWithHostname)
     clear_runtime_config()
-    assert get_global_config()["default_transport"] is ChannelTransport.Unix   # ipc: unix
+    assert get_global_config()["default_transport"] == BindSpec(ChannelTransport.Unix)  # ipc
 
 
 def test_mapped_keys_change_config():
@@ -101,13 +104,13 @@ def test_mapped_keys_change_config():
               cleanup_timeout="2s", rdma_disable_ibverbs=True)
     assert _config.cast_fanout() == 4
     assert _config.attach_timeout() == 90.0
-    assert _config.supervise_timeout() == 2.0
+    assert _config.cleanup_timeout() == 2.0
     assert _config.rdma_verbs() is False
     configure(rdma_disable_ibverbs=False)
     assert _config.rdma_verbs() is True
     clear_runtime_config()
-    assert (_config.cast_fanout(), _config.attach_timeout(), _config.supervise_timeout()) \
-        == (16, 30.0, 10.0)
+    assert (_config.cast_fanout(), _config.attach_timeout(), _config.cleanup_timeout()) \
+        == (16, 30.0, 3.0)
 
 
 def test_global_config_shows_the_environment_for_mapped_keys(monkeypatch):
@@ -117,7 +120,7 @@ def test_global_config_shows_the_environment_for_mapped_keys(monkeypatch):
     g = get_global_config()
     assert g["host_spawn_ready_timeout"] == "7s"
     assert g["max_cast_fanout"] == 3
-    assert g["default_transport"] is ChannelTransport.TcpWithLocalhost
+    assert g["default_transport"] == BindSpec(ChannelTransport.TcpWithLocalhost)
 
 
 def test_unknown_key_lists_the_known_ones():

@@ -25,6 +25,7 @@ import threading
 import time
 import traceback
 
+from monarch_cy import _config
 from monarch_cy._errors import ActorError, MeshStoppedError, SupervisionError
 from monarch_cy._log import logger
 from monarch_cy._actor.base import state as _state
@@ -212,8 +213,8 @@ class ActorFailure:
             fn = getattr(type(self.actor), "__cleanup__", None) if self.actor is not None \
                 else None
             if fn is not None:
-                ok, v = call_with_timeout(lambda: fn(self.actor, exc), supervise_timeout(),
-                                          self.inst)
+                ok, v = call_with_timeout(lambda: fn(self.actor, exc),
+                                          _config.cleanup_timeout(), self.inst)
                 if not ok:
                     _log.error("actor %s: __cleanup__ failed: %s", self.inst.actor_id,
                                one_line(v))

@@ -14,8 +14,10 @@ __all__ = ["call_with_timeout", "supervise_timeout"]
 
 
 def supervise_timeout() -> float:
-    """Seconds a ``__supervise__``/``__cleanup__`` may take before it counts as hung
-    (``MONARCH_CY_SUPERVISE_TIMEOUT``, default 10; read in the actor's proc)."""
+    """Seconds a ``__supervise__`` may take before it counts as hung
+    (``MONARCH_CY_SUPERVISE_TIMEOUT``, default 10; read in the actor's proc).
+    ``__cleanup__``'s is ``MONARCH_CY_CLEANUP_TIMEOUT`` (Monarch's ``cleanup_timeout``,
+    default 3)."""
     return _config.supervise_timeout()
 
 

@@ -21,6 +21,7 @@ from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import Extent, MeshTrait, Shape
+from monarch_cy._actor.meshes import spawn_hooks
 from monarch_cy._actor.meshes.controllers import cc_address
 from monarch_cy._actor.meshes.proc_mesh import ProcMesh
 from monarch_cy._actor.meshes.proc_state import _Proc, _State
@@ -187,7 +188,7 @@ class HostMesh(MeshTrait):
         # dropped here, so a long-lived host mesh does not keep one per spawn
         rec.meshes = [m for m in rec.meshes if not _stopped_and_gone(m)]
         rec.meshes.append(pm)
-        return pm
+        return spawn_hooks.announce(pm)
 
     def _spawn_procs(self, per_host, bootstrap, name, proc_bind, bootstrap_command, *,
                      env, restart, heartbeat_timeout) -> ProcMesh:
@@ -207,6 +208,12 @@ class HostMesh(MeshTrait):
         from monarch_cy._actor.meshes import heartbeat
         from monarch_cy._actor.meshes.failures import on_exit, on_silent
         from monarch_cy._actor.meshes.remote_ops import spawn_procs_remote
+        # the procs start with this process's monarch.config (as Monarch's)
+        from monarch_cy._config_api import child_environment  # deferred: import time
+        if env is not None and not all(isinstance(k, str) and isinstance(v, str)
+                                       for k, v in env.items()):
+            raise TypeError(f"env must map str to str, not {env!r}")
+        env = {**child_environment(), **(env or {})} or None
         if not node.is_controller and self._hosts is None:
             return spawn_procs_remote(self._shape, dict(
                 per_host=per_host, bootstrap=bootstrap, name=name, proc_bind=proc_bind,
@@ -225,9 +232,6 @@ class HostMesh(MeshTrait):
         for k, v in per_host.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"per_host[{k!r}] must be a positive int, not {v!r}")
-        if env is not None and not all(isinstance(k, str) and isinstance(v, str)
-                                       for k, v in env.items()):
-            raise TypeError(f"env must map str to str, not {env!r}")
         setup = proc_setup.check(bootstrap)
         per = 1
         for v in per_host.values():

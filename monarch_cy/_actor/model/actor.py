@@ -288,10 +288,13 @@ class ActorInstance:
     :class:`ActorId`),
     ``creator``.  ``proc`` is this actor's own proc as a proc mesh of one;
     ``proc_mesh`` the proc mesh (as sliced) the actor was spawned on.
+    ``_children`` (Monarch's): the proc meshes this actor (or the client) spawned, in
+    order, or None before the first; assignable (a test harness trims it), and it
+    keeps them referenced for this instance's life.
     """
 
     __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync",
-                 "host", "_pm")
+                 "host", "_pm", "_children")
 
     def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
                  addr: str = "", host=None) -> None:
@@ -302,6 +305,14 @@ class ActorInstance:
         self.sync = False
         self.host = host      # the ActorHost running it (None for the client)
         self._pm = None       # proc_mesh, once asked
+        self._children = None
+
+    def _add_child(self, child) -> None:
+        """Record a proc mesh this instance spawned (``spawn_procs`` does)."""
+        if self._children is None:
+            self._children = [child]
+        else:
+            self._children.append(child)
 
     @property
     def proc(self):

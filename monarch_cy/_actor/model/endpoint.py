@@ -27,7 +27,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generi
                     Iterator, ParamSpec, TypeVar, overload)
 
 from monarch_cy._checks import check_timeout
-from monarch_cy._errors import MeshStoppedError, SupervisionError
+from monarch_cy._errors import MeshStoppedError, MessageTooLargeError, SupervisionError
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.client_faults import note_seen as _seen
 from monarch_cy._actor.base.future import Future
@@ -182,6 +182,18 @@ class Endpoint(RoutedSend, Generic[P, R]):
 
     def _send(self, node, granks, procs, collector, args, kwargs, want_reply=True,
               direct=True, reply_to=None, ext=False, reduce=None):
+        try:
+            return self._send_any(node, granks, procs, collector, args, kwargs,
+                                  want_reply, direct, reply_to, ext, reduce)
+        except MessageTooLargeError as e:      # nothing sent: the call fails, as Monarch's
+            if collector is None:
+                raise
+            for p in (procs if collector.streaming else procs[:1]):
+                collector.proc_failed(p, _oversize(self._mesh, self._name, e))
+            return 0
+
+    def _send_any(self, node, granks, procs, collector, args, kwargs, want_reply, direct,
+                  reply_to, ext, reduce):
         mesh = self._mesh
         if want_reply:
             _check_self(mesh, granks, collector)
@@ -286,6 +298,10 @@ class Endpoint(RoutedSend, Generic[P, R]):
             data, extras = node.encode((args, kwargs), (proc,))
         except TypeError as e:
             raise unsendable(f"{mesh._name}.{self._name}", e)
+        except MessageTooLargeError as e:      # nothing sent: the call fails, as Monarch's
+            return Future._resolved(exc=SupervisionError(
+                mesh._name, g, _oversize(mesh, self._name, e),
+                f"{mesh._name}.{self._name}()", mesh._who(g)))
         fut = _make(node)
         col = collector(fut, proc, mesh._name, g, f"{mesh._name}.{self._name}()",
                         mesh._who)
@@ -362,6 +378,12 @@ class Endpoint(RoutedSend, Generic[P, R]):
 
     def __repr__(self):
         return f"<endpoint {self._mesh._name}.{self._name}>"
+
+
+def _oversize(mesh, name: str, e: MessageTooLargeError) -> str:
+    """The cause a call refused for its size fails with (Monarch's words lead)."""
+    return (f"undeliverable message for {mesh._name}.{name}(): {e}. The message was not "
+            "sent; the actor is unaffected")
 
 
 #: The wire name of a plain method called through ``as_endpoint(...,

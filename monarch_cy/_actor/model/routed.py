@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pickle
 
+from monarch_cy._errors import MessageTooLargeError
 from monarch_cy._actor.base.client_faults import note_seen
 from monarch_cy._actor.base.state import dead_among, proc_failure
 from monarch_cy._actor.cast import router as cast_router, tree as cast_tree
@@ -73,7 +74,7 @@ class RoutedSend:
             try:
                 return self._send_direct(node, granks, procs, collector, args, kwargs,
                                          want_reply, direct, reply_to, ext)
-            except TypeError:          # unencodable: never sent, holds nothing up
+            except (TypeError, MessageTooLargeError):  # never sent, holds nothing up
                 if confirmable:
                     collector.unsent()
                 raise
@@ -83,6 +84,10 @@ class RoutedSend:
                 raise
         try:
             data, extras = node.encode((args, kwargs), procs)
+        except MessageTooLargeError:
+            if confirmable:
+                collector.unsent()
+            raise
         except TypeError as e:
             if confirmable:
                 collector.unsent()
