@@ -7,10 +7,13 @@ only sets them, for code of your own that calls ``init_process_group``.
 
 Semantics, where Monarch's docs are silent:
 
-* ``RANK``/``WORLD_SIZE`` are the actor mesh's: spawned on a whole proc mesh they
-  equal what ``spawn_procs`` already set (``LOCAL_RANK`` = index among the procs of
-  a host); on a slice, ``LOCAL_*`` follow Monarch (the last dimension is the node's
-  procs).
+* ``RANK``/``WORLD_SIZE`` are the actor mesh's (on a whole proc mesh, what
+  ``spawn_procs`` already set); ``LOCAL_*`` and ``GROUP_*`` follow Monarch's rule:
+  the mesh's last dimension is one node's procs (``LOCAL_RANK`` = the coordinate
+  there, ``LOCAL_WORLD_SIZE`` its size, ``GROUP_RANK = RANK // LOCAL_WORLD_SIZE``),
+  also for a mesh whose first dimensions are not real hosts
+  (``per_host={"hosts": 2, "gpus": 4}`` on one machine: ``LOCAL_WORLD_SIZE=4``,
+  where ``spawn_procs`` set the 8 procs of the machine).
 * ``main`` runs the script in the actor's thread with ``__name__ == "__main__"``,
   ``sys.argv`` set and its folder first on ``sys.path`` (both restored after); its
   output reaches the client like any actor output (``logging_option``).  GPUs
@@ -109,14 +112,10 @@ class SPMDActor(Actor):
         sizes = current_size()
         self.rank = point.rank
         self.world_size = math.prod(sizes.values())
-        if str(self.world_size) == os.environ.get("WORLD_SIZE") and \
-                str(self.rank) == os.environ.get("RANK"):
-            self.local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
-            self.local_rank = int(os.environ["LOCAL_RANK"])
-        else:                            # a slice: Monarch's last-dimension rule
-            last = point.extent.labels[-1]
-            self.local_world_size = sizes[last]
-            self.local_rank = point[last]
+        # Monarch's rule: the mesh's last dimension is one node's procs
+        last = point.extent.labels[-1] if point.extent.labels else None
+        self.local_world_size = sizes[last] if last is not None else 1
+        self.local_rank = point[last] if last is not None else 0
 
     def _setup_env(self, master_addr: str, master_port: int) -> None:
         _check_master(master_addr, master_port)

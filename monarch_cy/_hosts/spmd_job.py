@@ -9,7 +9,8 @@
   A multi-node command (``--nnodes`` other than 1) raises ``ValueError`` as in
   Monarch; a torchx ``AppDef`` or another scheduler (``mast*``, ``slurm``, ...)
   raises ``NotImplementedError``: they need torchx's schedulers, which monarch_cy
-  does not drive.  As Monarch, ``serve`` removes a stale ``.monarch/job_state.pkl``
+  does not drive (an ``SPMDJob`` of such a scheduler can be made, as Monarch's
+  cache makes one, but asking for its ``state()`` raises that error).  As Monarch, ``serve`` removes a stale ``.monarch/job_state.pkl``
   in the working directory (with a warning).
 * ``StoreJob.from_store(store, ...)``, called on every rank of a torchrun-style job:
   each local rank 0 starts one worker process (a host agent, ending with that rank)
@@ -141,9 +142,8 @@ class SPMDJob(JobTrait):
 
     def __init__(self, handle: str, scheduler: str, workspace: str | None = None,
                  original_roles: list | None = None, service_proc_ids=None) -> None:
-        if not isinstance(scheduler, str) or not scheduler.startswith("local"):
-            raise NotImplementedError(f"SPMDJob with scheduler {scheduler!r}: only "
-                                      "local schedulers run in monarch_cy")
+        if not isinstance(scheduler, str):
+            raise TypeError(f"scheduler must be a str, not {scheduler!r}")
         self._app_handle = handle
         self._scheduler = scheduler
         self._workspace = workspace
@@ -154,6 +154,11 @@ class SPMDJob(JobTrait):
         pass                                   # serve() made the job
 
     def _state(self) -> JobState:
+        # a job of another scheduler is made (and cached) as in Monarch; reaching its
+        # workers needs torchx's scheduler, which monarch_cy does not drive
+        if not self._scheduler.startswith("local"):
+            raise NotImplementedError(f"SPMDJob with scheduler {self._scheduler!r}: only "
+                                      "local schedulers run in monarch_cy")
         from monarch_cy._actor.meshes.host_mesh import this_host
         return JobState({"workers": this_host()})
 

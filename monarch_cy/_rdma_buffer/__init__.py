@@ -6,6 +6,7 @@ The errors are in :mod:`monarch_cy._errors` (the one home of the exception tree)
 =================== ==============================================================
 ``_handle``         the picklable record
 ``_identity``       host id, pid namespace, job fingerprint
+``_target``         rdma_ibverbs_target: which verbs device; RdmaInitError when malformed
 ``_local``          user memory -> byte span; contiguity and freed-memory checks
 ``_cma``            process_vm_readv / process_vm_writev
 ``_watch``          owner death (supervision events, pid reuse)

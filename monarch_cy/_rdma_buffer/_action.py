@@ -19,7 +19,7 @@ order added, owners in parallel (see :mod:`._engine`).
 
 from __future__ import annotations
 
-from monarch_cy._rdma_buffer import _engine
+from monarch_cy._rdma_buffer import _engine, _target
 from monarch_cy._rdma_buffer._buffer import DEFAULT_TIMEOUT, RDMABuffer
 
 __all__ = ["RDMAAction"]
@@ -65,7 +65,10 @@ class RDMAAction:
         return self.write_from(dst, src)
 
     def submit(self, *, timeout: float = DEFAULT_TIMEOUT, backend: str | None = None):
-        """Run every queued operation; a Future of None (see the module docstring)."""
+        """Run every queued operation; a Future of None (see the module docstring).
+        A malformed ``rdma_ibverbs_target`` raises ``RdmaInitError`` here, even for an
+        empty batch (Monarch's)."""
+        _target.check()
         transfers = [buf._transfer(read, local, 0) for read, buf, local in self._ops]
         fut = _engine.submit(transfers, timeout, backend)
         return _none(fut)

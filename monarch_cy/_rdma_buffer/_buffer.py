@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from monarch_cy._checks import check_int
 from monarch_cy._errors import BufferDroppedError, ForeignJobError
-from monarch_cy._rdma_buffer import _engine, _identity, _owner, _samehost, _select
+from monarch_cy._rdma_buffer import _engine, _identity, _owner, _samehost, _select, _target
 from monarch_cy._rdma_buffer._handle import BufferHandle
 from monarch_cy._rdma_buffer._local import as_span
 
@@ -41,6 +41,7 @@ class RDMABuffer:
     __slots__ = ("_h", "_dropped")
 
     def __init__(self, data) -> None:
+        _target.check()                  # a malformed rdma_ibverbs_target: RdmaInitError
         span = as_span(data, "data", writable=False)
         if span.nbytes == 0:
             raise ValueError("data has 0 bytes; an RDMABuffer needs at least one byte")

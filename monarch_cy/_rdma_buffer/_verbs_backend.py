@@ -35,6 +35,7 @@ import threading
 import time
 
 from monarch_cy import _config
+from monarch_cy._rdma_buffer import _target
 from monarch_cy._rdma_buffer._local import Span
 
 __all__ = ["available", "unavailable_reason", "device_name", "queue_pair_num", "register",
@@ -71,7 +72,7 @@ def _pd():
     with _lock:
         if _state is None or _state[0] != os.getpid():
             from monarch_cy._verbs import Context, ProtectionDomain
-            ctx = Context(_config.rdma_device())
+            ctx = Context(_target.nic() or _config.rdma_device())
             _state = (os.getpid(), ctx, ProtectionDomain(ctx))
         return _state[2]
 
