@@ -3,7 +3,7 @@
 Modules, bottom up: :mod:`.supervise_call`, :mod:`.proc_setup`,
 :mod:`.traced_endpoints` (an actor's endpoints, instrumented when telemetry is on),
 :mod:`.actor_failure` (an actor's failure, supervision and stop), :mod:`.actor_host`,
-:mod:`.stopping`, :mod:`.logs` (a worker's ``sys.stdout``/``sys.stderr``, the level
-actor), :mod:`.log_sink` (the controller's printing and aggregation).  Uses the
+:mod:`.stopping`, :mod:`.log_prefix` (``[actor=...]`` on records logged in actors),
+:mod:`.logs` (a worker's ``sys.stdout``/``sys.stderr``, the level actor), :mod:`.log_sink` (the controller's printing and aggregation).  Uses the
 floors below (base, cast, model).
 """

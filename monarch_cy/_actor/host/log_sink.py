@@ -12,8 +12,8 @@ Per proc mesh (``ProcMesh.logging_option``):
 * ``stream_to_client=False``: lines are not printed (they still reach the proc's
   log file and its failure tail);
 * ``aggregate_window_sec=None`` (default): each line is printed as it arrives,
-  ``[who rank] text``, to the controller's ``sys.stdout`` or ``sys.stderr`` (the
-  stream the proc wrote to);
+  ``[who] [rank] text`` (Monarch's shape: the writer, then its rank), to the
+  controller's ``sys.stdout`` or ``sys.stderr`` (the stream the proc wrote to);
 * ``aggregate_window_sec=w``: lines are held for ``w`` seconds from the first one
   held; then each distinct ``(who, text)`` is printed once, in Monarch's block::
 
@@ -23,7 +23,9 @@ Per proc mesh (``ProcMesh.logging_option``):
 
   (Monarch's colours included: cyan header and footer, yellow count).  Monarch folds
   lines whose edit distance is small; we fold identical texts and name the ranks
-  that wrote them instead of the first one's prefix.
+  that wrote them instead of the first one's prefix.  Switching aggregation off
+  prints what is held at once; shrinking the window brings the deadline forward
+  (:meth:`LogSink.set_option`).
 
 Ordering: a proc's lines of one stream are printed in the order it wrote them;
 lines of different procs, or of stdout against stderr, in the order they were read.
@@ -70,8 +72,19 @@ class LogSink:
                 self.node.add_timer(window, self._timer)
             return
         out = sys.stdout if stream == "stdout" else sys.stderr
-        out.write(f"[{who} {rank}] {text}\n")
+        out.write(f"[{who}] [{rank}] {text}\n")
         out.flush()
+
+    def set_option(self, mesh_id: int, to_client: bool, window) -> None:
+        """``logging_option``'s streaming and window for one mesh; in the pump.  Lines
+        held for the mesh are printed now when it stops aggregating; when its window
+        shrinks, the held lines are printed by the new deadline."""
+        self.options[mesh_id] = (to_client, window)
+        if not window:
+            self.flush(mesh_id)
+        elif self._flush_at is not None and time.monotonic() + window < self._flush_at:
+            self._flush_at = time.monotonic() + window
+            self.node.add_timer(window, self._timer)
 
     def _timer(self) -> None:
         if self._flush_at is not None and time.monotonic() >= self._flush_at - 1e-3:

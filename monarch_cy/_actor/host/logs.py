@@ -27,6 +27,7 @@ import sys
 import threading
 
 from monarch_cy._actor.base import state as _state
+from monarch_cy._actor.host import log_prefix
 from monarch_cy._actor.model.actor import Actor
 from monarch_cy._actor.model.endpoint import endpoint
 
@@ -136,6 +137,7 @@ def install_forwarding(node, cfg: dict) -> None:
         sys.stderr = _FdLines(2, "stderr", rank)
     import logging  # deferred: import time (the controller loads this module too)
     logging.getLogger().setLevel(logging.INFO)
+    log_prefix.install()        # records made in actors name the actor (Monarch's)
 
 
 class LevelActor(Actor):

@@ -171,7 +171,10 @@ class ProcMesh(MeshTrait):
         of the mesh (``logging.INFO`` when a proc starts; 0 to 255).  See
         docs/observability.md.
 
-        The first two take effect at once.  Returns a ``Future[None]``, resolved once
+        The first two take effect at once; lines held under an aggregation window
+        are printed at once when aggregation is switched off (as Monarch flushes
+        before it stops aggregating), and by the new deadline when the window
+        shrinks.  Returns a ``Future[None]``, resolved once
         every proc applied ``level`` (at once when it is the mesh's level already),
         so Monarch's ``await procs.logging_option(...)`` works; ignoring it is fine.
         """
@@ -186,9 +189,14 @@ class ProcMesh(MeshTrait):
             raise ValueError(f"aggregate_window_sec={aggregate_window_sec!r} needs "
                              "stream_to_client=True (Monarch: cannot set aggregate "
                              "window without streaming to client)")
-        get_node()
-        _state.log_sink().options[self._state.mesh_id] = (bool(stream_to_client),
-                                                  aggregate_window_sec or None)
+        node = get_node()
+        # deferred: import time (the output capture loads when procs first start)
+        from monarch_cy._actor.launch.proc_output import drain_all
+        sink, mid = _state.log_sink(), self._state.mesh_id
+        opt = (bool(stream_to_client), aggregate_window_sec or None)
+        # in the pump, after reading what the procs wrote so far: lines held under the
+        # old window are printed now when aggregation stops, sooner when it shrinks
+        node.call_in_pump(lambda: (drain_all(), sink.set_option(mid, *opt)))
         st = self._state
         if getattr(st, "log_level", 20) == level:
             return Future._resolved(None)

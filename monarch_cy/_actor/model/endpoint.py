@@ -91,6 +91,13 @@ class EndpointProperty(Generic[P, R]):
     def __set_name__(self, owner, name):
         self._name = name
 
+    @property
+    def _explicit_response_port(self) -> bool:
+        """Monarch's flag: whether the endpoint answers through a response port rather
+        than by returning at dispatch -- ``explicit_response_port=True``, and every
+        ``@concurrent_endpoint`` (its body runs as a task that answers when done)."""
+        return self._explicit or self._concurrent
+
     @overload
     def __get__(self, obj: None, objtype: Any = None) -> "EndpointProperty[P, R]": ...
 
