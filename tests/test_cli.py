@@ -257,7 +257,7 @@ def test_json_mode_sends_worker_output_to_stderr(tmp_path):
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout == '{"ok": true}\n'
-    for line in ("controller print", "controller fd 1", "[talker 0] worker print", "worker fd 1"):
+    for line in ("controller print", "controller fd 1", "[talker] [0] worker print", "worker fd 1"):
         assert line in r.stderr, (line, r.stderr)
 
 

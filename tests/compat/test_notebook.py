@@ -145,8 +145,8 @@ def test_notebook(tmp_path, monkeypatch):
     assert "RANKS [0, 1]" in outs[5], text
     assert "LAMBDA [130, 130]" in outs[6], text
     assert "REDEFINED [-11, -11]" in outs[7], text
-    assert "[talkers 0] PY-first" in outs[8] and "[proc 1] FD-first" in outs[8], text
-    assert "[talkers 1] PY-second" in outs[9] and "[proc 0] FD-second" in outs[9], text
+    assert "[talkers] [0] PY-first" in outs[8] and "[proc] [1] FD-first" in outs[8], text
+    assert "[talkers] [1] PY-second" in outs[9] and "[proc] [0] FD-second" in outs[9], text
     assert "first" not in outs[9], text
     assert "STOPPED" in outs[10], text
     assert "ERROR" not in text, text

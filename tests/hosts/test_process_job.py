@@ -111,10 +111,10 @@ def test_remote_procs_output_is_captured_at_the_fd_level():
     res, r = run_job("remote_output")
     out, err = r.stdout, r.stderr
     for rank in (0, 1):
-        assert f"[rw {rank}] py-x" in out, out
-        assert f"[proc {rank}] fd-out-x" in out, out
-        assert f"[proc {rank}] child-x" in out, out
-        assert f"[proc {rank}] fd-err-x" in err, err
+        assert f"[rw] [{rank}] py-x" in out, out
+        assert f"[proc] [{rank}] fd-out-x" in out, out
+        assert f"[proc] [{rank}] child-x" in out, out
+        assert f"[proc] [{rank}] fd-err-x" in err, err
     failure = res["failure"]
     assert failure is not None and "Killed(sig=9)" in failure, res
     tail = failure[failure.index("the last "):]

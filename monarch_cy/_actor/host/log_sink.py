@@ -25,11 +25,12 @@ Per proc mesh (``ProcMesh.logging_option``):
   lines whose edit distance is small; we fold identical texts and name the ranks
   that wrote them instead of the first one's prefix.  Switching aggregation off
   prints what is held at once; shrinking the window brings the deadline forward
-  (:meth:`LogSink.set_option`).
+  (:meth:`LogSink.apply_window`).
 
 Ordering: a proc's lines of one stream are printed in the order it wrote them;
 lines of different procs, or of stdout against stderr, in the order they were read.
-Everything here runs in the pump (one thread), so nothing here locks.
+Everything here runs in the pump (one thread), so nothing here locks; only
+:meth:`LogSink.set_option` is called from other threads (one dict store).
 """
 
 from __future__ import annotations
@@ -76,11 +77,17 @@ class LogSink:
         out.flush()
 
     def set_option(self, mesh_id: int, to_client: bool, window) -> None:
-        """``logging_option``'s streaming and window for one mesh; in the pump.  Lines
-        held for the mesh are printed now when it stops aggregating; when its window
-        shrinks, the held lines are printed by the new deadline."""
+        """``logging_option``'s streaming and window for one mesh, from any thread
+        (one dict store: the next line read follows it).  Then
+        :meth:`apply_window` in the pump."""
         self.options[mesh_id] = (to_client, window)
-        if not window:
+
+    def apply_window(self, mesh_id: int) -> None:
+        """After :meth:`set_option`; in the pump.  Lines held for the mesh are printed
+        now when it no longer aggregates (or streams); when its window shrank, the
+        held lines are printed by the new deadline."""
+        to_client, window = self.options.get(mesh_id, (True, None))
+        if not window or not to_client:
             self.flush(mesh_id)
         elif self._flush_at is not None and time.monotonic() + window < self._flush_at:
             self._flush_at = time.monotonic() + window

@@ -193,10 +193,10 @@ class ProcMesh(MeshTrait):
         # deferred: import time (the output capture loads when procs first start)
         from monarch_cy._actor.launch.proc_output import drain_all
         sink, mid = _state.log_sink(), self._state.mesh_id
-        opt = (bool(stream_to_client), aggregate_window_sec or None)
+        sink.set_option(mid, bool(stream_to_client), aggregate_window_sec or None)
         # in the pump, after reading what the procs wrote so far: lines held under the
         # old window are printed now when aggregation stops, sooner when it shrinks
-        node.call_in_pump(lambda: (drain_all(), sink.set_option(mid, *opt)))
+        node.call_in_pump(lambda: (drain_all(), sink.apply_window(mid)))
         st = self._state
         if getattr(st, "log_level", 20) == level:
             return Future._resolved(None)

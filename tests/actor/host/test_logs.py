@@ -18,15 +18,17 @@ def _wait_for(capsys, needle, stream="out", timeout=5.0):
 
 def test_stdout_prefixed(echo, capsys):
     assert echo.slice(gpus=2).say.call_one("hello-out").get(10)
-    assert "[echo 2] hello-out" in _wait_for(capsys, "hello-out")
+    assert "[echo] [2] hello-out" in _wait_for(capsys, "hello-out")
 
 
 def test_stderr_and_logging(echo, capsys):
     echo.slice(gpus=1).say.call_one("to-err", "stderr").get(10)
     echo.slice(gpus=3).log.call_one("a-warning").get(10)
     err = _wait_for(capsys, "a-warning", "err")
-    assert "[echo 1] to-err" in err
-    assert "[echo 3] a-warning" in err
+    assert "[echo] [1] to-err" in err
+    # a record logged in an actor names it (Monarch's prefix), after the line's own
+    assert re.search(r"\[echo\] \[3\] \[actor=<root>\.<\S+Echo echo\{'gpus': 3/4\}>\] "
+                     r"a-warning", err), err
 
 
 def test_aggregation(procs, echo, capsys):

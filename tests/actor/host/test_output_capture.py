@@ -46,21 +46,21 @@ def writer(wprocs):
 def test_os_write_reaches_the_controller_with_its_rank(writer, capsys):
     writer.slice(gpus=2).fd_write.call_one(1, "raw-fd-one\n").get(10)
     writer.slice(gpus=3).fd_write.call_one(2, "raw-fd-two\n").get(10)
-    assert "[proc 2] raw-fd-one" in _wait_for(capsys, ["raw-fd-one"])
-    assert "[proc 3] raw-fd-two" in _wait_for(capsys, ["raw-fd-two"], "err")
+    assert "[proc] [2] raw-fd-one" in _wait_for(capsys, ["raw-fd-one"])
+    assert "[proc] [3] raw-fd-two" in _wait_for(capsys, ["raw-fd-two"], "err")
 
 
 def test_c_level_writes_reach_the_controller(writer, capsys):
     writer.slice(gpus=1).c_write.call_one("from-libc").get(10)
     out = _wait_for(capsys, ["from-libc", "from-libc-printf"])
-    assert "[proc 1] from-libc\n" in out
-    assert "[proc 1] printf from-libc-printf" in out
+    assert "[proc] [1] from-libc\n" in out
+    assert "[proc] [1] printf from-libc-printf" in out
 
 
 def test_a_child_process_output_reaches_the_controller(writer, capsys):
     writer.slice(gpus=0).child.call_one("kid").get(10)
-    assert "[proc 0] kid-out" in _wait_for(capsys, ["kid-out"])
-    assert "[proc 0] kid-err" in _wait_for(capsys, ["kid-err"], "err")
+    assert "[proc] [0] kid-out" in _wait_for(capsys, ["kid-out"])
+    assert "[proc] [0] kid-err" in _wait_for(capsys, ["kid-err"], "err")
 
 
 def test_a_procs_lines_keep_their_order(writer, capsys):
@@ -69,7 +69,7 @@ def test_a_procs_lines_keep_their_order(writer, capsys):
     out = _wait_for(capsys, ["seq 199"])
     got = [int(m) for m in re.findall(r"\] seq (\d+)", out)]
     assert got == list(range(200))
-    assert "[writer 1] seq 0" in out and "[proc 1] seq 1" in out
+    assert "[writer] [1] seq 0" in out and "[proc] [1] seq 1" in out
 
 
 def test_aggregation_folds_identical_lines(capsys):
@@ -103,12 +103,14 @@ def test_aggregate_window_needs_streaming(wprocs):
 def test_level_sets_the_procs_root_logger(wprocs, writer, capsys):
     try:
         writer.slice(gpus=0).log.call_one(logging.INFO, "info-at-default").get(10)
-        assert "[writer 0] info-at-default" in _wait_for(capsys, ["info-at-default"], "err")
+        assert "[writer] [0] [actor=<root>.<_actors.Writer writer{'gpus': 0/4}>] " \
+            "info-at-default" in _wait_for(capsys, ["info-at-default"], "err")
         wprocs.logging_option(level=logging.ERROR).get(10)
         writer.slice(gpus=0).log.call_one(logging.WARNING, "filtered-warning").get(10)
         writer.slice(gpus=0).log.call_one(logging.ERROR, "kept-error").get(10)
         err = _wait_for(capsys, ["kept-error"], "err")
-        assert "[writer 0] kept-error" in err and "filtered-warning" not in err
+        assert "[writer] [0] [actor=" in err and "kept-error" in err
+        assert "filtered-warning" not in err
     finally:
         wprocs.logging_option(level=logging.INFO).get(10)
 
@@ -148,7 +150,7 @@ def test_a_killed_proc_has_its_last_lines_in_the_failure(hook, capsys):
     assert "[proc 1] famous last words-from-c" in tail
     assert "[w 1] no newline at the end" in tail
     # the lines were printed before the failure was reported
-    assert "[w 1] famous last words" in capsys.readouterr().out
+    assert "[w] [1] famous last words" in capsys.readouterr().out
     assert _until(lambda: hook)
     assert "[w 1] famous last words" in hook[0].report()
     # the log file is in the run directory and outlives the failure and the stop
