@@ -277,6 +277,8 @@ class Node(Owned, SendMixin, PumpMixin, PortTable):
         try:
             if value.__class__ in _SCALARS:   # plain pickle: no pickler, no buffers
                 data, extras = _dumps(value, 5), ()
+                if len(data) > _max_message():
+                    raise MessageTooLargeError(len(data), _max_message())
             else:
                 data, extras = self.encode(value, (receiver_key or addr,))
         except Exception as e:  # noqa: BLE001 - the caller must hear of it, whatever it is

@@ -47,3 +47,27 @@ def test_parse_and_refusals(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="stale"):
         job = serve(["torchrun", "t.py"], scheduler="local_cwd")
     assert isinstance(job, SPMDJob) and not (tmp_path / ".monarch" / "job_state.pkl").exists()
+
+
+def test_a_job_of_another_scheduler_is_made_but_its_state_is_refused():
+    """As Monarch's cache makes one: run_spmd drives the workers the job's state
+    gives (spawn_procs per node, _SPMDActor, the first rank's address), and reaching a
+    non-local scheduler's workers is what monarch_cy refuses."""
+    from unittest.mock import MagicMock, patch
+    from monarch_cy.spmd import SPMDActor
+    job = SPMDJob(handle="h", scheduler="mast_conda", original_roles=[
+        {"entrypoint": "torchrun", "args": ["--nproc-per-node=3", "-m", "train", "-x"]}])
+    with pytest.raises(NotImplementedError, match="scheduler 'mast_conda'"):
+        job.state(cached_path=None)
+    workers = MagicMock()
+    procs = workers.spawn_procs.return_value
+    am = procs.spawn.return_value
+    am.slice.return_value.get_host_port.call_one.return_value.get.return_value = ("h1", 7)
+    with patch.object(job, "_state", return_value=MagicMock(workers=workers)):
+        job.run_spmd()
+    workers.spawn_procs.assert_called_once_with(per_host={"gpus": 3})
+    procs.spawn.assert_called_once_with("_SPMDActor", SPMDActor)
+    am.main.call.assert_called_once_with("h1", 7, ["-m", "train", "-x"])
+    with pytest.raises(TypeError, match="scheduler must be a str"):
+        SPMDJob(handle="h", scheduler=None)
+
