@@ -28,7 +28,7 @@ PING_PONG = (
     + ["Example completed successfully!"]
 )
 
-_PREFIX = re.compile(r"^\[[^\]]*\] ")     # monarch_cy's "[actor rank] " on worker lines
+_PREFIX = re.compile(r"^\[[^\]]*\] \[\d+\] ")   # monarch_cy's "[actor] [rank] " on worker lines
 
 
 def _git_blob(path: str) -> str:
