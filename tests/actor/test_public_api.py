@@ -27,7 +27,7 @@ def test_public_names_complete():
         # implemented privately; errors name their public home (monarch_cy.errors)
         assert getattr(obj, "__module__", "monarch_cy._actor").startswith(
             ("monarch_cy._actor", "monarch_cy._hosts", "monarch_cy.errors",
-             "monarch_cy._config_api",    # ChannelTransport: monarch.config's too
+             "monarch_cy._config_transport",   # ChannelTransport: monarch.config's too
              "monarch_cy._telemetry",     # get_meter, span, traced: monarch.actor's too
              "monarch_cy._debug"))        # debug_controller
     public = {n for n in vars(api) if not n.startswith("_")}
