@@ -32,7 +32,6 @@ otherwise one line on stderr says how to attach.  Monarch's plain TCP server
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import os
 import sys
@@ -59,6 +58,7 @@ class DebugController(Actor):
     """The job's debug actor; see the module docstring."""
 
     def __init__(self) -> None:
+        import asyncio  # deferred: import time (monarch_cy.actor imports no asyncio)
         from monarch_cy._debug import server  # deferred: import time (zmq)
         self.server = server.start()
         self.sessions = SESSIONS
@@ -82,6 +82,7 @@ class DebugController(Actor):
 
     @endpoint
     async def end(self, actor_name: str, rank: int, output: list) -> None:
+        import asyncio  # deferred: import time (monarch_cy.actor imports no asyncio)
         # An attached console shows the end before the worker goes on (its reply).
         await asyncio.to_thread(SESSIONS.end, actor_name, rank, output, SHOWN_WITHIN_S)
 
@@ -97,12 +98,14 @@ class DebugController(Actor):
     @concurrent_endpoint
     async def wait_pending_session(self) -> None:
         """Returns once a session exists (waits as long as it takes, as Monarch's)."""
+        import asyncio  # deferred: import time (monarch_cy.actor imports no asyncio)
         await asyncio.to_thread(_wait_for_session)
 
     async def _enter(self) -> None:
         """The ``monarch_dbg>`` prompt over ``self._debug_io``, until ``quit`` or the
         end of its input; the sessions stay paused (Monarch's ``quit``).  The prompt
         runs in a thread; each io call runs on this actor's loop."""
+        import asyncio  # deferred: import time (monarch_cy.actor imports no asyncio)
         from monarch_cy._debug.console import Console  # deferred: import time
         io = LoopIO(self._debug_io, asyncio.get_running_loop())
         await asyncio.to_thread(Console(io, SESSIONS, release_on_quit=False).run)

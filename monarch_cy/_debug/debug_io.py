@@ -16,7 +16,6 @@ over it reads a line only when it needs one, as Monarch's does.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from abc import abstractmethod
 
@@ -40,6 +39,7 @@ class DebugStdIO(DebugIO):
     """This process's stdin and stdout."""
 
     async def input(self, prompt: str = "") -> str:
+        import asyncio  # deferred: import time (monarch_cy.actor imports no asyncio)
         return await asyncio.to_thread(input, prompt)
 
     async def output(self, msg: str) -> None:
@@ -65,7 +65,7 @@ class LoopIO:
 
     interruptible = False
 
-    def __init__(self, debug_io: DebugIO, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, debug_io: DebugIO, loop: "asyncio.AbstractEventLoop") -> None:
         self.debug_io = debug_io
         self.loop = loop
         self.closed = False
@@ -74,6 +74,7 @@ class LoopIO:
         if self.closed:
             coro.close()
             return None
+        import asyncio  # deferred: import time (as above)
         try:
             return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
         except BaseException:  # noqa: BLE001 - any failure of the user's io ends it
