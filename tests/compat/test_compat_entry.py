@@ -97,7 +97,7 @@ def test_install_again_after_import_keeps_objects(compat):
     assert again is first
 
 
-@pytest.mark.parametrize("name", ["monarch._src.actor.debugger", "monarch.tensor_engine",
+@pytest.mark.parametrize("name", ["monarch._src.actor.allocator", "monarch.tensor_engine",
                                   "monarch._rust_bindings.monarch_extension",
                                   "monarch.job.meta"])
 def test_private_module_clear_error(compat, name):
@@ -115,7 +115,7 @@ def test_private_module_clear_error(compat, name):
 def test_from_import_of_private_name_fails(compat):
     compat.install()
     with pytest.raises(ImportError):
-        exec("from monarch._src.actor.debugger import debug_controller", {})
+        exec("from monarch._src.actor.allocator import ProcessAllocator", {})
     import monarch
     with pytest.raises(AttributeError, match="provides only"):
         monarch.remote  # noqa: B018 - Monarch's tensor engine API
@@ -313,7 +313,7 @@ def test_cli_reports_a_failing_script_as_plain_python_does(tmp_path, source):
 
 def test_cli_private_import_error_message(tmp_path):
     script = tmp_path / "private.py"
-    script.write_text("from monarch._src.actor.debugger import debug_controller\n")
+    script.write_text("from monarch._src.actor.allocator import ProcessAllocator\n")
     r = _run(["-m", "monarch_cy.compat", str(script)])
     assert r.returncode == 1
     # a ModuleNotFoundError subclass, named in the traceback
