@@ -17,6 +17,7 @@ import loop spans two floors (``tests/test_layers.py`` checks it and prints the 
 * :mod:`.base.shape` — named-dimension mesh algebra (``Extent``, ``Point``, ``Shape``).
 * :mod:`.base.value_mesh` — ``ValueMesh``, the result of ``endpoint.call()``.
 * :mod:`.base.future` — ``Future``: a call's result, awaited or waited on.
+* :mod:`.base.coro_future` — ``Future._from_coro``: a lazy Future of a coroutine.
 * :mod:`.base.failure` — ``MeshFailure``, what supervision passes up.
 * :mod:`.base.client_faults` — the client's failures: grace, "seen", the fault hook.
 
@@ -66,6 +67,8 @@ import loop spans two floors (``tests/test_layers.py`` checks it and prints the 
 * :mod:`.meshes.proc_stop` — stopping procs; ``stop_all`` at exit.
 * :mod:`.meshes.proc_mesh` — ``ProcMesh``, ``this_proc()``, proc meshes as handles.
 * :mod:`.meshes.controllers` — ``get_or_spawn_controller``.
+* :mod:`.meshes.host_refs` — host meshes outside the controller: references,
+  a proc's own host, Monarch's native views (``region``).
 * :mod:`.meshes.host_mesh` — ``HostMesh``, ``this_host()``, ``spawn_procs``.
 * :mod:`.meshes.mesh_ctl` — the owner's side of MESH_CTL.
 * :mod:`.meshes.lifecycle` — ``shutdown_context()``.
@@ -77,6 +80,7 @@ Top
 * :mod:`.bootstrap` — every worker proc's entry point (and the fork server's).
 """
 
+from monarch_cy._actor.base import coro_future as _coro_future  # noqa: F401  (Future._from_coro)
 from monarch_cy._actor.base import state as _state
 
 

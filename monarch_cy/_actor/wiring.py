@@ -42,7 +42,7 @@ from monarch_cy._actor.host.actor_host import handle_spawn
 from monarch_cy._actor.host.stopping import stop_proc
 from monarch_cy._actor.launch import job_file, proc_output
 from monarch_cy._actor.launch.rundir import make_rundir
-from monarch_cy._actor.meshes import controllers, failures, heartbeat
+from monarch_cy._actor.meshes import controllers, failures, heartbeat, host_refs
 from monarch_cy._actor.meshes.mesh_ctl import handle_mesh_ctl
 from monarch_cy._actor.meshes.proc_stop import stop_all
 from monarch_cy._transport.auth import JobKeys
@@ -152,6 +152,7 @@ def install_worker(node, cfg: dict) -> None:
     node.handlers.update(WORKER_HANDLERS)
     node.open_fanout()       # casts pass through this proc without its GIL (cast/tree.py)
     controllers.set_address(cfg.get("cc_addr"))
+    host_refs.set_worker_host(cfg.get("host_mesh"))   # what this_host() names here
     logs.install_forwarding(node, cfg)
     node.watch_pid(cfg["controller_pid"], lambda pid: os._exit(1))
     debug_hook.install()            # breakpoint() pauses under the remote debugger

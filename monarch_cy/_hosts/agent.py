@@ -16,7 +16,8 @@ no longer PID (``ProcessJob``'s owned agents); ``SIGUSR1`` stops that watch (the
 was cached and must outlive its controller).
 
 The job secret comes from ``--secret-file`` / ``MONARCH_CY_JOB_SECRET_FILE`` /
-``MONARCH_CY_JOB_SECRET`` (:mod:`.secret`), never the command line; it is removed
+``MONARCH_CY_JOB_SECRET`` (:mod:`.secret`), else this user's secret
+(:mod:`monarch_cy._transport.user_secret`), never the command line; it is removed
 from the environment the procs get (they receive it through their stdin pipe, as
 local procs do).  Peers without it fail the CURVE handshake and are logged; nothing
 they send is read.
@@ -28,7 +29,8 @@ its stacks are read here with py-spy when the controller asks
 (:mod:`.remote_stacks`).  The agent reports every start and exit to the controller
 that asked, and kills that controller's procs when it says goodbye or is lost (no
 message for the heartbeat timeout, see :mod:`.protocol`).  ``--once``: exit after the first controller is gone.  SIGTERM /
-SIGINT: kill every proc, then exit.
+SIGINT, or a controller shutting down the host mesh that owns this host
+(``HostMesh.shutdown()``): kill every proc, then exit (status 0 for the latter).
 
 Procs bind ports from ``--ports A-B`` (default 26601-27600) on the advertised address
 (``--advertise``, else the address the controller reached / the route to it); a
@@ -59,7 +61,7 @@ from monarch_cy import _config
 from monarch_cy._hosts import protocol as P
 from monarch_cy._hosts.proc_capture import OutputRelay
 from monarch_cy._hosts.remote_stacks import AgentStacks
-from monarch_cy._transport.secret import ENV, ENV_FILE, load_secret
+from monarch_cy._transport.secret import ENV, ENV_FILE, default_secret
 
 _HELLO_EVERY_S = 0.5     # a dialing agent's HELLO repeats this often until answered
 
@@ -87,7 +89,7 @@ class Agent:
                  connect: str | None = None, ports=P.DEFAULT_PROC_PORTS,
                  advertise: str | None = None, rank: int | None = None,
                  once: bool = False, connect_timeout: float = 60.0,
-                 owner_pid: int | None = None) -> None:
+                 owner_pid: int | None = None, listen_fd: int | None = None) -> None:
         import zmq
         from monarch_cy._transport.auth import ZAP_ENDPOINT, JobKeys
         if (listen is None) == (connect is None):
@@ -105,16 +107,17 @@ class Agent:
         self.zap = self.ctx.socket(zmq.REP)
         self.zap.bind(ZAP_ENDPOINT)
         if listen:
-            host, port = _parse_listen(listen)
             self.sock = self.ctx.socket(zmq.ROUTER)
             self.keys.server(self.sock)
             self.mon = P.Monitor(self.sock, listen, server=True)
-            if port == 0:            # any free port: the bound address is reported
-                self.sock.bind(f"tcp://{host}:*")
-                listen = self.listen = \
-                    self.sock.getsockopt_string(zmq.LAST_ENDPOINT).replace("0.0.0.0", host)
-            else:
-                self.sock.bind(listen)
+            try:
+                listen = self.listen = self._bind(listen, listen_fd)
+            except BaseException:
+                self.mon.close()
+                self.sock.close(linger=0)
+                self.zap.close(linger=0)
+                self.ctx.term()
+                raise
         else:
             host, _ = P.parse_tcp(connect, "--connect address")
             self.sock = self.ctx.socket(zmq.DEALER)
@@ -131,7 +134,34 @@ class Agent:
         self.zygote = None
         self.rundir = tempfile.mkdtemp(prefix="mcy-agent-")
         self.served = 0
+        self.shutdown = False        # a controller shut this host down: exit
         self.t0 = time.monotonic()
+
+    def _bind(self, listen: str, fd: int | None) -> str:
+        """Bind the ROUTER; returns the address controllers dial.  ``listen``:
+        ``tcp://HOST:PORT`` (``:0``: any free port), ``ipc://PATH`` (procs then bind
+        loopback ports), or ``tcp://HOST`` with ``fd``: the listening socket this
+        process inherited (zmq takes it over)."""
+        zmq = self.zmq
+        if listen.startswith("ipc://"):
+            if self.advertise is None:
+                self.advertise = "127.0.0.1"      # a Unix socket: this machine only
+            try:
+                self.sock.bind(listen)
+            except zmq.ZMQError as e:
+                raise OSError(e.errno, f"cannot listen on {listen}: {e.strerror}") from None
+            return listen
+        if fd is not None:
+            host, port = _adopt_fd(fd, listen)
+            self.sock.setsockopt(zmq.USE_FD, fd)
+            self.sock.bind(f"tcp://{host}:{port}")
+            return f"tcp://{host}:{port}"
+        host, port = _parse_listen(listen)
+        if port == 0:            # any free port: the bound address is reported
+            self.sock.bind(f"tcp://{host}:*")
+            return self.sock.getsockopt_string(zmq.LAST_ENDPOINT).replace("0.0.0.0", host)
+        self.sock.bind(listen)
+        return listen
 
     # -- helpers -------------------------------------------------------------
     def _send(self, ident: bytes, msg: tuple) -> None:
@@ -187,6 +217,10 @@ class Agent:
             self.stacks.request(ident, req, pid, int(rank), min(max(float(timeout), 0.1), 120.0))
         elif kind == P.BYE:
             self._drop(ctl, "said goodbye")
+        elif kind == P.SHUTDOWN:
+            log.info("the controller shut this host down; stopping")
+            self._drop(ctl, "shut this host down")
+            self.shutdown = True
 
     def _spawn(self, ctl: _Ctl, key: str, cfg: dict, env: dict) -> None:
         if ctl.unreachable is None:
@@ -253,7 +287,10 @@ class Agent:
         n = len(ctl.procs)
         for key in list(ctl.procs):
             self._kill(key)
-        log.warning("controller %s; killed its %d proc(s)", why, n)
+        # a controller leaving as it should, with nothing left running, is no news
+        quiet = n == 0 and why in ("said goodbye", "shut this host down")
+        (log.info if quiet else log.warning)("controller %s; killed its %d proc(s)",
+                                             why, n)
 
     def _zygote_readable(self) -> None:
         z = self.zygote
@@ -337,6 +374,8 @@ class Agent:
                 return 3
             if self.once and self.served and not self.ctls and not self.handles:
                 return 0
+            if self.shutdown:
+                return 0             # close() kills what is left
             if self.owner_pid is not None and os.getppid() != self.owner_pid:
                 log.info("the process that started this agent (pid %d) is gone; "
                          "stopping", self.owner_pid)
@@ -386,6 +425,13 @@ def _unreachable(addrs, timeout: float) -> str:
     ``addrs`` within ``timeout`` seconds each, else why not, naming the first that
     failed."""
     for addr in addrs:
+        if not addr.startswith("tcp://"):
+            # a controller on this machine (unix://, ipc://): its socket's path
+            path = addr.split("://", 1)[1]
+            if os.path.exists(path):
+                continue
+            return (f"this host cannot reach the controller at {addr} (no such socket: "
+                    "is the controller on another machine?)")
         host, port = P.parse_tcp(addr, "controller address")
         try:
             with socket.create_connection((host, port), timeout=timeout):
@@ -401,6 +447,29 @@ def _unreachable(addrs, timeout: float) -> str:
                 "bind an address it reaches (MONARCH_CY_HOST, "
                 "MONARCH_CY_CONTROLLER_INTERFACE, MONARCH_CY_CONTROLLER_PORTS)")
     return ""
+
+
+def _adopt_fd(fd: int, listen: str) -> tuple[str, int]:
+    """``(host, port)`` of the inherited TCP socket ``fd``, made listening (zmq takes
+    over a listening socket); ``ValueError`` naming ``fd`` when it is not one."""
+    host = listen[len("tcp://"):].strip("[]")
+    try:
+        s = socket.socket(fileno=fd)
+    except OSError as e:
+        raise ValueError(f"worker address {listen}:fd{fd}: file descriptor {fd} is not "
+                         f"an open socket of this process ({e.strerror})") from None
+    try:
+        if s.type != socket.SOCK_STREAM or s.family not in (socket.AF_INET,
+                                                            socket.AF_INET6):
+            raise ValueError(f"worker address {listen}:fd{fd}: file descriptor {fd} is "
+                             "not a TCP socket")
+        port = s.getsockname()[1]
+        if not port:
+            raise ValueError(f"worker address {listen}:fd{fd}: the socket is not bound")
+        s.listen(128)
+    finally:
+        s.detach()                       # the fd stays open: zmq owns it from here
+    return host, port
 
 
 def _parse_listen(addr: str) -> tuple[str, int]:
@@ -486,7 +555,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=a.log_level.upper(), stream=sys.stderr,
                         format=f"[agent {socket.gethostname()}] %(levelname)s %(message)s")
     try:
-        secret = load_secret(a.secret_file)
+        secret = default_secret(a.secret_file)
         agent = Agent(secret, listen=a.listen, connect=a.connect, ports=a.ports,
                       advertise=a.advertise, rank=a.rank, once=a.once,
                       connect_timeout=a.connect_timeout, owner_pid=a.owner_pid)

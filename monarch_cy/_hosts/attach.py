@@ -1,4 +1,5 @@
-"""``attach_to_workers`` and the remote hosts behind a ``HostMesh``.
+"""``attach_to_workers`` (and Monarch's ``attach``) and the remote hosts behind a
+``HostMesh``.
 
 ``attach_to_workers(workers=["tcp://node0:26600", ...])`` returns at once a
 ``HostMesh`` with one dimension, ``hosts``, whose agents (see :mod:`.agent`) are
@@ -22,6 +23,7 @@ a ``RuntimeError`` says so.
 from __future__ import annotations
 
 import atexit
+import os
 import socket
 import threading
 
@@ -30,8 +32,9 @@ from monarch_cy._checks import check_timeout
 from monarch_cy._hosts import protocol as P
 from monarch_cy._errors import HostUnreachableError
 
-__all__ = ["attach_to_workers", "HostSet", "ensure_controller_node", "get_hub",
-           "attach_timeout", "controller_ip", "configured_ip"]
+__all__ = ["attach_to_workers", "attach", "attached_via", "HostSet",
+           "ensure_controller_node", "get_hub", "attach_timeout", "controller_ip",
+           "configured_ip"]
 
 _hub = None
 _hub_lock = threading.Lock()
@@ -47,6 +50,9 @@ class HostSet:
 
     def __init__(self, hosts: list) -> None:
         self.hosts = hosts
+        # names this set in host meshes pickled anywhere in the job
+        # (monarch_cy._actor.meshes.host_refs)
+        self.uid = os.urandom(8).hex()
 
     def resolve(self, ranks) -> list:
         """The hosts at ``ranks``, once up; raises the failure of one that is not."""
@@ -62,6 +68,20 @@ class HostSet:
 
     def __len__(self) -> int:
         return len(self.hosts)
+
+    def shut_down(self) -> None:
+        """Tell every agent of this set that is up to kill its procs and exit
+        (``HostMesh.shutdown()``); returns at once.  Their departure is no loss."""
+        by_hub = {}
+        for h in self.hosts:
+            by_hub.setdefault(id(h.hub), (h.hub, []))[1].append(h)
+        for hub, hosts in by_hub.values():
+            def send(hub=hub, hosts=hosts):
+                for h in hosts:
+                    if h.state == "up":
+                        hub.send(h, (P.SHUTDOWN,))
+                        h.state = "closed"
+            hub.command(send)
 
 
 def _shutdown() -> None:
@@ -141,7 +161,8 @@ def ensure_controller_node(toward: str | None, secret: bytes | None,
     node = node_or_make(lambda: make_controller_node(
         host=host or controller_ip(toward), secret=secret))
     local_ok = toward is not None and P.is_loopback(toward)
-    if not node.addr.startswith("tcp://") or (
+    if (not node.addr.startswith("tcp://") and not local_ok) or (
+            node.addr.startswith("tcp://") and
             P.is_loopback(P.parse_tcp(node.addr)[0]) and not local_ok):
         raise RuntimeError(
             f"this controller's actor runtime already runs on local-only addresses "
@@ -169,18 +190,22 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
                       secret: bytes | None = None, timeout: float | None = None):
     """A ``HostMesh`` (dimension ``hosts``) over agents listening at ``workers``.
 
-    ``workers``: ``tcp://host:port`` strings (or futures of them), one per host.
-    ``secret``: the job secret the agents hold (default: from
-    ``MONARCH_CY_JOB_SECRET_FILE`` / ``MONARCH_CY_JOB_SECRET``).  ``timeout``:
-    seconds each agent has to answer (default ``MONARCH_CY_ATTACH_TIMEOUT`` or 30).
-    ``ca``/``private_key`` are Monarch's TLS arguments; monarch_cy authenticates with
-    the job secret instead, so only their defaults are accepted.  Returns at once;
-    ``.initialized`` is a Future of True (or the first host's failure).
+    ``workers``: one address per host (strings or futures of them), in the forms of
+    :mod:`.worker_address` (``tcp://HOST:PORT``, an alias, ``ipc:///PATH``).
+    ``secret``: the secret the agents hold (default: ``MONARCH_CY_JOB_SECRET_FILE`` /
+    ``MONARCH_CY_JOB_SECRET``, else this user's secret, as a worker loop started
+    with neither does); it authenticates the link to each agent only: the procs they
+    start get this controller's job secret.  ``timeout``: seconds each agent has to
+    answer (default Monarch's ``mesh_attach_config_timeout`` when configured, else
+    ``MONARCH_CY_ATTACH_TIMEOUT`` or 30).  ``ca``/``private_key`` are Monarch's TLS
+    arguments; monarch_cy authenticates with the secret instead, so only their
+    defaults are accepted.  Returns at once; ``.initialized`` is a Future of True
+    (or the first host's failure, which names its address).
     """
     from monarch_cy._actor.base.future import Future
-    from monarch_cy._actor.meshes.host_mesh import HostMesh
-    from monarch_cy._actor.base.shape import Shape
-    from monarch_cy._transport.secret import load_secret
+    from monarch_cy._hosts.worker_address import dial_endpoint, is_local_endpoint
+    from monarch_cy._transport.auth import JobKeys
+    from monarch_cy._transport.secret import default_secret
     if ca not in (None, "trust_all_connections") or private_key is not None:
         raise ValueError("monarch_cy authenticates hosts with the job secret "
                          "(secret=, MONARCH_CY_JOB_SECRET_FILE); ca and private_key are "
@@ -192,27 +217,69 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
     for w in workers:
         if isinstance(w, Future):
             w = w.get()
-        P.parse_tcp(w, "worker address")
-        addrs.append(w)
+        addrs.append(dial_endpoint(w))
     if not addrs:
         raise ValueError("workers is empty; give at least one 'tcp://host:port'")
     dup = sorted({a for a in addrs if addrs.count(a) > 1})
     if dup:
         raise ValueError(f"workers lists {dup!r} more than once")
     if timeout is None:
-        timeout = attach_timeout()
+        timeout = _attach_config_timeout() or attach_timeout()
     else:
         timeout = check_timeout("timeout", timeout)
-    if secret is None:
-        secret = load_secret()
-    # bind toward a worker that is not on loopback; only when all are, loopback is
-    # enough (every agent on this machine: procs reach the controller there too)
-    peers = [P.parse_tcp(a)[0] for a in addrs]
-    toward = next((h for h in peers if not P.is_loopback(h)), peers[0])
-    node = ensure_controller_node(toward, secret)
+    keys = JobKeys(secret if secret is not None else default_secret())
+    # bind toward a worker that is not on this machine; only when all are, a local
+    # runtime is enough (every agent here: procs reach the controller here too)
+    remote = [P.parse_tcp(a)[0] for a in addrs if not is_local_endpoint(a)]
+    toward = remote[0] if remote else "127.0.0.1"
+    node = ensure_controller_node(toward, None)
     hub = get_hub(node)
-    hosts = [hub.connect(a, timeout) for a in addrs]
+    hosts = [hub.connect(a, timeout, keys) for a in addrs]
     return host_mesh(hosts)
+
+
+_attached_via = None
+
+
+def attach(addr: str) -> None:
+    """Monarch's ``attach(addr)``: bootstrap this client through a worker's address,
+    before the client's runtime starts.
+
+    Monarch then sends all client traffic through that worker's gateway.  monarch_cy
+    has no gateway: its controller dials every agent itself and procs reply to it
+    directly, so it must be reachable from them (as without ``attach``).  ``attach``
+    keeps Monarch's contract otherwise: ``addr`` must be a worker address
+    (:mod:`.worker_address`; ``ValueError`` naming it), repeating the same address is
+    a no-op, and ``RuntimeError`` once the client's runtime started without it or
+    was attached through another address."""
+    from monarch_cy._hosts.worker_address import dial_endpoint
+    from monarch_cy._transport.current import current_node
+    global _attached_via
+    dial = dial_endpoint(addr, "attach address")
+    with _hub_lock:
+        if _attached_via == dial:
+            return
+        if _attached_via is not None:
+            raise RuntimeError(f"client is already attached through {_attached_via}, "
+                               f"not {dial}; detaching is not supported, so use a new "
+                               "process to attach through a different address")
+        if current_node() is not None:
+            raise RuntimeError("client was initialized without a remote attachment; "
+                               "call attach(addr) before the first context()/"
+                               "this_host()/this_proc()")
+        _attached_via = dial
+
+
+def attached_via() -> str | None:
+    """The address :func:`attach` recorded (None: none)."""
+    return _attached_via
+
+
+def _attach_config_timeout() -> float | None:
+    """Monarch's ``mesh_attach_config_timeout`` when set with ``configure`` (seconds)."""
+    from monarch_cy import _config_api  # deferred: only an attach reads it
+    v = _config_api.get_runtime_config().get("mesh_attach_config_timeout")
+    return None if v is None else _config_api.parse_duration(v)
 
 
 def host_mesh(hosts: list):

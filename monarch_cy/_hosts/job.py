@@ -12,20 +12,33 @@ job too, unless the job was cached for later controllers: see each job type.
 ``state(cached_path=DEFAULT_JOB_PATH)`` returns the running job's meshes, else
 re-attaches to a job cached at ``cached_path`` that ``can_run`` this specification
 (a cached job that cannot is killed and its file removed), else applies this job
-and caches it there; ``kill()`` ends it; ``active`` says whether it runs;
-``dump(path)`` / ``dumps()`` write the cache (:mod:`.job_cache`: JSON, not pickle).
+and caches it there (each call connects anew, as Monarch's); ``kill()`` ends it;
+``active`` says whether it runs; ``apply_id`` names the running allocation;
+``dump(path)`` / ``dumps()`` write the cache (:mod:`.job_cache`: JSON for monarch_cy's
+job types, a pickle signed with this user's secret for a job type of the program's
+own, as Monarch lets programs add schedulers).
 ``SlurmJob`` and ``KubernetesJob`` keep their own ``apply/state/kill``.
 """
 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from monarch_cy._checks import is_int
 
-__all__ = ["JobState", "JobTrait", "split_meshes", "check_meshes", "DEFAULT_JOB_PATH"]
+__all__ = ["JobState", "JobTrait", "ProcessState", "split_meshes", "check_meshes",
+           "DEFAULT_JOB_PATH"]
 
 DEFAULT_JOB_PATH = ".monarch/job_state.pkl"
+
+
+class ProcessState(NamedTuple):
+    """A worker process of a job (Monarch's): its ``pid`` and the address it serves
+    (``channel``, a worker address, :mod:`.worker_address`)."""
+
+    pid: int
+    channel: str
 
 
 class _CachedRunning:
@@ -36,26 +49,41 @@ class _CachedRunning:
 
 
 class JobState:
-    """The host meshes of a job, by name: ``state.trainers`` or ``state["trainers"]``."""
+    """The host meshes of a job, by name: ``state.trainers`` or ``state["trainers"]``
+    (Monarch's ``JobState(hosts, query_engine=None, query_engine_client=None,
+    telemetry_url=None, dashboard_url=None, admin_url=None)``).
 
-    def __init__(self, meshes: dict) -> None:
-        self._meshes = dict(meshes)
+    Monarch's service attributes are ``None`` here unless a job type sets them:
+    monarch_cy runs no query engine, telemetry sidecar or mesh admin of Monarch's
+    (``enable_telemetry`` exports through OpenTelemetry instead).  A name that is
+    neither raises ``AttributeError`` listing the meshes."""
+
+    def __init__(self, hosts: dict, query_engine=None, query_engine_client=None,
+                 telemetry_url: str | None = None, dashboard_url: str | None = None,
+                 admin_url: str | None = None) -> None:
+        self._hosts = dict(hosts)
+        self.query_engine = query_engine
+        self.query_engine_client = query_engine_client
+        self.telemetry_url = telemetry_url
+        self.dashboard_url = dashboard_url
+        self.admin_url = admin_url
 
     def __getattr__(self, name):
+        hosts = self.__dict__.get("_hosts", {})
         try:
-            return self.__dict__["_meshes"][name]
+            return hosts[name]
         except KeyError:
-            raise AttributeError(f"this job has no mesh named {name!r}; it has "
-                                 f"{sorted(self.__dict__['_meshes'])!r}") from None
+            raise AttributeError(f"{name!r} is not a valid host mesh name. Available "
+                                 f"names: {', '.join(sorted(hosts))}") from None
 
     def __getitem__(self, name):
         return getattr(self, name)
 
     def __iter__(self):
-        return iter(self._meshes)
+        return iter(self._hosts)
 
     def __repr__(self):
-        return f"<JobState {dict((k, v.sizes) for k, v in self._meshes.items())!r}>"
+        return f"<JobState {dict((k, getattr(v, 'sizes', v)) for k, v in self._hosts.items())!r}>"
 
 
 class JobTrait:
@@ -63,7 +91,7 @@ class JobTrait:
     ``can_run()``, ``dump()``/``dumps()``, ``with`` (module docstring)."""
 
     _status = "not_running"          # "running" | "not_running" | _CachedRunning
-    _job_state = None                # the JobState handed out, once connected
+    _apply_id = None                 # a uuid per apply() that created the job
 
     # -- what a job type provides ---------------------------------------------
     def _create(self, client_script: str | None) -> None:
@@ -129,10 +157,22 @@ class JobTrait:
         support batch mode; the others raise ``RuntimeError``)."""
         if self._running is None:
             self._create(client_script)
+            import uuid
+            self._apply_id = str(uuid.uuid4())
             self._status = "running"
 
+    @property
+    def apply_id(self) -> str | None:
+        """A uuid naming the running allocation (kept by a cache; None while the job
+        does not run), as Monarch's."""
+        running = self._running
+        return running.__dict__.get("_apply_id") if running is not None else None
+
     def state(self, cached_path: str | None = DEFAULT_JOB_PATH) -> JobState:
-        """The job's host meshes by name (module docstring for ``cached_path``)."""
+        """The job's host meshes by name (module docstring for ``cached_path``).
+        Each call connects anew, as Monarch's does: a fresh ``JobState`` whose host
+        meshes are separate from those of earlier calls (stopping one stops only the
+        procs spawned from it)."""
         self._start_telemetry()
         if cached_path is not None:
             if not isinstance(cached_path, (str, os.PathLike)):
@@ -141,18 +181,15 @@ class JobTrait:
             cached_path = os.fspath(cached_path)
         running = self._running
         if running is not None:
-            if self._job_state is None:
-                self._job_state = running._state()
-            return self._job_state
+            return self._handed_out(running._state())
         cached = self._load_cached(cached_path)
         if cached is not None:
             self._status = _CachedRunning(cached)
             try:
-                self._job_state = cached._state()
+                return self._handed_out(cached._state())
             except BaseException:
                 self._status = "not_running"     # the cached job is left running
                 raise
-            return self._job_state
         self.apply()
         try:
             st = self._state()
@@ -161,8 +198,25 @@ class JobTrait:
         except BaseException:
             self.kill()
             raise
-        self._job_state = st
+        return self._handed_out(st)
+
+    def _handed_out(self, st: JobState) -> JobState:
+        """Remember (weakly) the host meshes of ``st``: :meth:`kill` stops their procs
+        before the hosts go, so that their end is no failure."""
+        import weakref
+        out = self.__dict__.setdefault("_meshes_out", [])
+        out[:] = [r for r in out if r() is not None]
+        for hm in getattr(st, "_hosts", {}).values():
+            try:
+                out.append(weakref.ref(hm))
+            except TypeError:              # not weakly referable: a job type's own object
+                pass
         return st
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_meshes_out", None)     # this process's meshes, not the job's
+        return state
 
     def _load_cached(self, path: str | None):
         if path is None:
@@ -187,17 +241,24 @@ class JobTrait:
         return job
 
     def kill(self) -> None:
-        """End the job (or the cached job this spec re-attached to); idempotent."""
+        """End the job (or the cached job this spec re-attached to); idempotent.
+        The procs spawned here from host meshes its ``state()`` gave are stopped
+        first (their end is on purpose, not a failure), and those meshes are then
+        shut down."""
         running = self._running
         self._status = "not_running"
-        self._job_state = None
+        for ref in self.__dict__.pop("_meshes_out", ()):
+            abandon = getattr(ref(), "_abandon", None)
+            if abandon is not None:
+                abandon()
         if running is not None:
             running._status = "not_running"
-            running._job_state = None
             running._kill()
 
     def dumps(self) -> bytes:
-        """This job's cache document (JSON bytes; :func:`job_loads` reads it)."""
+        """This job's cache document (bytes; :func:`job_loads` reads it): JSON for
+        monarch_cy's job types, a signed pickle for a job type of the program's own
+        (:mod:`.job_cache`)."""
         from monarch_cy._hosts import job_cache
         data = job_cache.encode(self)
         self._on_dumped()
@@ -211,11 +272,15 @@ class JobTrait:
         self._on_dumped()
 
     def __reduce_ex__(self, protocol):
-        # a cacheable job pickles as its JSON cache document (no object graph)
-        if type(self)._cache_state is JobTrait._cache_state:
+        # monarch_cy's job types pickle as their JSON cache document (no object
+        # graph); any other job pickles as Monarch's do, attribute by attribute
+        from monarch_cy._hosts import job_cache
+        data = job_cache.encode_json(self)
+        if data is None:
             return super().__reduce_ex__(protocol)
         from monarch_cy._hosts.job_cache import job_loads
-        return (job_loads, (self.dumps(),))
+        self._on_dumped()
+        return (job_loads, (data,))
 
     def __enter__(self):
         self.apply()

@@ -24,6 +24,7 @@ from collections import deque
 
 from monarch_cy._actor.launch.launcher import ProcHandle
 from monarch_cy._hosts import protocol as P
+from monarch_cy._hosts.worker_address import endpoint_ip
 from monarch_cy._hosts.remote_stacks import ANSWER_MARGIN_S, StackRequests
 from monarch_cy._log import logger
 from monarch_cy._errors import (HostError, HostLostError, HostRefusedError,
@@ -61,9 +62,10 @@ class RemoteProcHandle(ProcHandle):
 class RemoteHost:
     """One agent seen from the controller (see the module docstring)."""
 
-    def __init__(self, hub: "Hub", endpoint: str, deadline: float) -> None:
+    def __init__(self, hub: "Hub", endpoint: str, deadline: float, keys=None) -> None:
         self.hub = hub
         self.endpoint = endpoint
+        self.keys = keys             # the link's JobKeys (None: the node's)
         self.deadline = deadline
         self.state = "connecting"
         self.error = None
@@ -71,6 +73,7 @@ class RemoteHost:
         self.ready = threading.Event()
         self.last = time.monotonic()
         self.sock = self.mon = self.ident = None
+        self.dropped = None          # when its connection dropped (None: connected)
         self.procs = {}              # key -> RemoteProcHandle
         self._lock = threading.Lock()
         self._free = deque()
@@ -83,13 +86,17 @@ class RemoteHost:
 
     # -- addresses (called from any thread) -----------------------------------
     def _alloc(self, owner: str | None) -> str:
+        ip = self.info["ip"]
         with self._lock:
-            if not self._free:
-                raise RuntimeError(f"{self.name} has no free port left in its agent's "
-                                   f"--ports range {self._range()}; start the agent "
-                                   "with a wider range")
-            port = self._free.popleft()
-            addr = f"tcp://{self.info['ip']}:{port}"
+            while True:      # agents on one machine report the same free ports
+                if not self._free:
+                    raise RuntimeError(f"{self.name} has no free port left in its "
+                                       f"agent's --ports range {self._range()}; start "
+                                       "the agent with a wider range")
+                port = self._free.popleft()
+                if self.hub.claim(ip, port):
+                    break
+            addr = f"tcp://{ip}:{port}"
             self._owned.setdefault(owner or addr, []).append(port)
             return addr
 
@@ -153,6 +160,8 @@ class RemoteHost:
             ports = self._owned.pop(key, [])
             if self.state == "up":
                 self._free.extend(ports)
+        if ports:
+            self.hub.release(self.info["ip"], ports)
         addresses.REMOTE_ALLOC.pop(key, None)
         if h is not None:
             node = self.hub.node
@@ -178,6 +187,11 @@ class RemoteHost:
             self.state, self.error = state, error
             keys = list(self.procs)
         self.ready.set()
+        if keys:
+            # Every proc here is gone: drop the connections to them now, before the
+            # first exit is handled (which tells the other live procs), so nothing
+            # waits on a connection to a peer that is no more.
+            self.hub.node.forget(keys)
         for key in keys:
             self._proc_exited(key, -9, f"{self.name} lost: {error}" if was == "up"
                               else str(error))
@@ -234,6 +248,8 @@ class Hub:
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.poller.register(self._wake, zmq.POLLIN)
         self._cmds = deque()
+        self._claimed = set()            # (ip, port) handed to a proc of any host
+        self._claimed_lock = threading.Lock()
         self.stacks = StackRequests()    # dump_stacks of procs on the hosts
         self.hosts = []
         self.by_sock = {}
@@ -271,11 +287,25 @@ class Hub:
             raise v
         return v
 
-    def connect(self, endpoint: str, timeout: float) -> RemoteHost:
-        """Start connecting to a listening agent; returns its host at once."""
-        host = RemoteHost(self, endpoint, time.monotonic() + timeout)
+    def connect(self, endpoint: str, timeout: float, keys=None) -> RemoteHost:
+        """Start connecting to a listening agent (``tcp://`` or ``ipc://``); returns its
+        host at once.  ``keys``: the secret the agent holds (default: the node's)."""
+        host = RemoteHost(self, endpoint, time.monotonic() + timeout, keys)
         self.command(lambda: self._open(host))
         return host
+
+    def claim(self, ip: str, port: int) -> bool:
+        """Take ``port`` of ``ip`` for a proc unless a proc of another host of this
+        controller has it (several agents on one machine offer the same ports)."""
+        with self._claimed_lock:
+            if (ip, port) in self._claimed:
+                return False
+            self._claimed.add((ip, port))
+            return True
+
+    def release(self, ip: str, ports) -> None:
+        with self._claimed_lock:
+            self._claimed.difference_update((ip, p) for p in ports)
 
     def listen(self, bind: str) -> DialIn:
         """Bind the port dialing agents connect to (once per controller)."""
@@ -296,14 +326,13 @@ class Hub:
         zmq = self.zmq
         self.hosts.append(host)
         try:
-            peer, _ = P.parse_tcp(host.endpoint, "worker address")
-            ip = P.resolve(peer)
+            ip = endpoint_ip(host.endpoint)
         except ValueError as e:
             host._down("failed", HostUnreachableError(f"agent {host.endpoint}: {e}"))
             return
         s = self.ctx.socket(zmq.DEALER)
         s.linger = 0
-        self.keys.client(s)
+        (host.keys or self.keys).client(s)
         host.sock, host.mon = s, P.Monitor(s, host.endpoint)
         s.connect(host.endpoint)
         self.by_sock[s] = host
@@ -387,7 +416,9 @@ class Hub:
     def _lose(self, host: RemoteHost, why: str) -> None:
         if host.state != "up":
             return
-        P.log.warning("%s lost: %s", host.name, why)
+        # an agent that stopped as asked, with nothing of ours on it, is routine
+        quiet = why == "its agent stopped" and not host.procs
+        (P.log.info if quiet else P.log.warning)("%s lost: %s", host.name, why)
         if host.sock is not None:
             self._close_sock(host)
         host._down("lost", HostLostError(f"{host.name}: {why}"))
@@ -423,16 +454,25 @@ class Hub:
             if host.state == "up":
                 self.send(host, (P.HB,))
                 if now - host.last > self.timeout:
-                    self._lose(host, f"no heartbeat for {self.timeout:.1f} s")
+                    self._lose(host, (
+                        "its connection dropped (agent killed or host down) and did "
+                        f"not come back within {self.timeout:.1f} s"
+                        if host.dropped is not None else
+                        f"no heartbeat for {self.timeout:.1f} s"))
             elif host.state == "connecting" and now > host.deadline:
                 mon = host.mon
-                seen = ("TCP connected but no answer: is it a monarch_cy agent?"
+                ipc = host.endpoint.startswith("ipc://")
+                seen = (("connected" if ipc else "TCP connected") +
+                        " but no answer: is it a monarch_cy agent?"
                         if mon is not None and mon.connected else
+                        "no connection: no socket at that path, or the worker is not "
+                        "running" if ipc else
                         "no TCP connection: wrong address, agent not running, or a "
                         "firewall")
                 self._close_sock(host)
                 host._down("failed", HostUnreachableError(
-                    f"agent {host.endpoint} did not answer within "
+                    f"attach failed: config push failed during attach: agent "
+                    f"{host.endpoint} did not answer within "
                     f"{host.deadline - host.last:.1f} s ({seen})"))
 
     def _loop(self) -> None:
@@ -499,9 +539,12 @@ class Hub:
                             "holds a different job secret"))
                         return
                     if ev == "down" and host.state == "up":
-                        self._lose(host, "its connection dropped (agent killed or "
-                                   "host down)")
-                        return
+                        # zmq reconnects by itself: the host is lost only if nothing
+                        # comes from it for the heartbeat timeout (_tick), as a peer
+                        # that is merely slow would be
+                        host.dropped = time.monotonic()
+                    elif ev == "up":
+                        host.dropped = None
 
     def close(self, timeout: float = 2.0) -> None:
         """Say goodbye to every agent (they kill this controller's procs) and stop."""

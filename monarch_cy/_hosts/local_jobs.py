@@ -42,7 +42,8 @@ import time
 
 from monarch_cy._checks import is_int
 from monarch_cy._hosts import job_cache
-from monarch_cy._hosts.job import DEFAULT_JOB_PATH, JobState, JobTrait, split_meshes
+from monarch_cy._hosts.job import (DEFAULT_JOB_PATH, JobState, JobTrait, ProcessState,
+                                   split_meshes)
 
 __all__ = ["ProcessJob", "LocalJob", "BatchJob", "hosts_from_config",
            "MONARCH_BATCH_JOB_ENV", "in_batch_job", "check_process_meshes"]
@@ -174,10 +175,65 @@ def _terminate(workers: list, popens: dict) -> None:
             pass
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _reap_sessions(pids: list) -> None:
+    """End the sessions of ``pids`` (workers started with ``start_new_session``, and
+    every proc they started, which stay in those sessions in groups of their own):
+    SIGTERM, a grace period, SIGKILL; without ``/proc`` only the pids' groups."""
+    sids = set(pids)
+
+    def live():
+        if os.path.isdir("/proc"):
+            return _alive_in_sessions(sids)
+        return [p for p in pids if _alive(p)]
+
+    def signal_all(sig):
+        for pid in live():
+            try:
+                os.killpg(pid, sig)
+            except OSError:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+    signal_all(signal.SIGTERM)
+    deadline = time.monotonic() + _GRACE_S
+    while live() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    signal_all(signal.SIGKILL)
+    deadline = time.monotonic() + 2.0          # reaped by their parents, or by init
+    while live() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _ephemeral() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999                       # Linux's default
+
+
 def _port_ranges(n: int) -> list:
-    """``n`` disjoint proc port ranges away from the agents' default range."""
+    """``n`` disjoint proc port ranges, clear of the agents' default range and of the
+    ports the kernel hands to outgoing connections (the many connections between
+    procs would otherwise take a port a proc is about to bind)."""
     width = _PORTS_PER_HOST
-    base = random.randrange(30000, max(30001, 60000 - n * width))
+    need = n * width
+    lo, hi = _ephemeral()
+    windows = [(w0, w1) for w0, w1 in ((27601, lo - 1), (hi + 1, 65535), (10000, 26600))
+               if w1 - w0 + 1 >= need]
+    w0, w1 = windows[0] if windows else (10000, 65535)
+    base = random.randrange(w0, max(w0 + 1, w1 + 2 - need))
     return [(base + i * width, base + (i + 1) * width - 1) for i in range(n)]
 
 
@@ -198,14 +254,19 @@ class ProcessJob(JobTrait):
     for the worker processes (and the procs they start)."""
 
     _workers = None          # [{"mesh", "rank", "pid", "addr", "tag", "log"}]
-    _secret = None           # hex
-    _dir = None              # the job's folder (address files, agent logs)
+    _secret = None           # hex: the secret the agents' links use
+    _tmpdir = None           # the job's folder (address files, agent logs)
     _detached = False        # cached: the agents outlive this controller
     _popens = None
 
     def __init__(self, meshes: dict, env: dict | None = None) -> None:
         self._meshes = check_process_meshes(meshes)
         self._env = _check_env(env)
+        # Monarch's view of the workers, host key ("trainers_0") -> ProcessState(pid,
+        # address).  A subclass whose _create starts workers itself (Monarch's way:
+        # run_worker_loop_forever at an ipc:// or tcp:// address) fills it, and
+        # _state attaches to those addresses.
+        self._host_to_pid = {}
 
     def __repr__(self):
         return f"ProcessJob({self._meshes!r}{'' if self._env is None else ', env=...'})"
@@ -220,7 +281,7 @@ class ProcessJob(JobTrait):
         from monarch_cy._transport.secret import ENV, ENV_FILE
         node = ensure_controller_node("127.0.0.1", None)
         self._secret = node.keys.secret.hex()
-        self._dir = tempfile.mkdtemp(prefix="monarch_cy_process_job_")
+        self._tmpdir = tempfile.mkdtemp(prefix="monarch_cy_process_job_")
         self._workers, self._popens, self._detached = [], {}, False
         env = dict(os.environ)
         env.update(self._env or {})
@@ -235,6 +296,8 @@ class ProcessJob(JobTrait):
             deadline = time.monotonic() + attach_timeout()
             for w in self._workers:
                 w["addr"] = self._wait_address(w, deadline)
+                self._host_to_pid[f"{w['mesh']}_{w['rank']}"] = ProcessState(
+                    w["pid"], w["addr"])
         except BaseException:
             self._stop()
             raise
@@ -242,8 +305,8 @@ class ProcessJob(JobTrait):
 
     def _start_worker(self, mesh: str, rank: int, ports, env: dict) -> None:
         key = f"{mesh}_{rank}"
-        addr_file = os.path.join(self._dir, f"{key}.addr")
-        log = os.path.join(self._dir, f"{key}.log")
+        addr_file = os.path.join(self._tmpdir, f"{key}.addr")
+        log = os.path.join(self._tmpdir, f"{key}.log")
         with open(log, "wb") as out:
             p = subprocess.Popen(
                 [sys.executable, "-m", "monarch_cy._hosts.agent",
@@ -277,16 +340,20 @@ class ProcessJob(JobTrait):
             time.sleep(0.01)
 
     def _state(self) -> JobState:
+        if self._workers is None:
+            return self._attach_started()
         from monarch_cy._hosts.attach import attach_timeout, ensure_controller_node, get_hub
         dead = [f"{w['mesh']}[{w['rank']}] (pid {w['pid']})" for w in self._workers
                 if not _is_ours(w)]
         if dead:
             raise RuntimeError(f"ProcessJob: lost worker processes {', '.join(dead)}; "
                                "kill() this job and start a new one")
-        node = ensure_controller_node("127.0.0.1", bytes.fromhex(self._secret))
+        from monarch_cy._transport.auth import JobKeys
+        node = ensure_controller_node("127.0.0.1", None)
         hub = get_hub(node)
         t = attach_timeout()
-        hosts = [hub.connect(w["addr"], t) for w in self._workers]
+        keys = JobKeys(bytes.fromhex(self._secret))     # the agents' (a cached job's)
+        hosts = [hub.connect(w["addr"], t, keys) for w in self._workers]
         for w, h in zip(self._workers, hosts):
             h.ready.wait(t + 5.0)
             if h.state != "up":
@@ -294,14 +361,29 @@ class ProcessJob(JobTrait):
                 raise type(err)(f"{err}{_log_tail(w['log'])}") from None
         return split_meshes(self._meshes, hosts)
 
+    def _attach_started(self) -> JobState:
+        """The meshes over workers a subclass's ``_create`` started itself."""
+        from monarch_cy._hosts.attach import attach_to_workers
+        if not self._pids_active():
+            raise RuntimeError("ProcessJob: lost connection to its worker processes "
+                               f"({self._host_to_pid!r})")
+        return JobState({
+            mesh: attach_to_workers(name=mesh, ca="trust_all_connections", workers=[
+                self._host_to_pid[f"{mesh}_{i}"].channel for i in range(count)])
+            for mesh, count in self._meshes.items()})
+
     def can_run(self, spec) -> bool:
         """A running ``ProcessJob`` with the same meshes whose workers all live."""
         return (isinstance(spec, ProcessJob) and spec._meshes == self._meshes
                 and self._pids_active())
 
     def _pids_active(self) -> bool:
-        return self.active and bool(self._workers) and all(
-            _is_ours(w) for w in self._workers)
+        if not self.active:
+            return False
+        if self._workers is not None:
+            return bool(self._workers) and all(_is_ours(w) for w in self._workers)
+        return bool(self._host_to_pid) and all(
+            _alive(p.pid) for p in self._host_to_pid.values())
 
     def _kill(self) -> None:
         self._stop()
@@ -309,10 +391,21 @@ class ProcessJob(JobTrait):
     def _stop(self) -> None:
         workers, popens = self._workers or [], self._popens or {}
         self._workers, self._popens = None, None
+        ours = {w["pid"] for w in workers}
+        others = [p.pid for p in self._host_to_pid.values() if p.pid not in ours]
+        self._host_to_pid = {}
         _terminate(workers, popens)
-        if self._dir:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        if others:                  # workers a subclass started: their whole sessions
+            _reap_sessions(others)
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def __getstate__(self) -> dict:
+        # a subclass pickled whole (a job type of the program's own): no Popen objects
+        state = super().__getstate__()
+        state.pop("_popens", None)
+        return state
 
     def _end_if_owned(self) -> None:
         if not self._detached and self._workers:
@@ -324,7 +417,7 @@ class ProcessJob(JobTrait):
         running = None
         if self._status == "running" and self._workers:
             running = {"workers": [dict(w) for w in self._workers],
-                       "secret": self._secret, "dir": self._dir}
+                       "secret": self._secret, "dir": self._tmpdir}
         return {"meshes": self._meshes, "env": self._env, "running": running}
 
     def _on_dumped(self) -> None:
@@ -346,8 +439,10 @@ class ProcessJob(JobTrait):
                 if not is_int(w["pid"]) or not isinstance(w["addr"], str):
                     raise ValueError(f"bad worker entry {w!r}")
             bytes.fromhex(r["secret"])
-            job._workers, job._secret, job._dir = workers, r["secret"], r.get("dir")
+            job._workers, job._secret, job._tmpdir = workers, r["secret"], r.get("dir")
             job._popens, job._detached, job._status = {}, True, "running"
+            job._host_to_pid = {f"{w['mesh']}_{w['rank']}": ProcessState(w["pid"], w["addr"])
+                                for w in workers}
         return job
 
 
@@ -443,6 +538,8 @@ class BatchJob(JobTrait):
 
     def _cache_state(self) -> dict:
         inner = self._job
+        if job_cache.encode_json(inner) is None:
+            raise job_cache.NotJSON(f"a BatchJob of a {type(inner).__name__} is pickled")
         return {"type": type(inner).__name__, "state": inner._cache_state()}
 
     @classmethod

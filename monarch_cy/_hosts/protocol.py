@@ -15,7 +15,8 @@ Messages are pickled tuples, first item the kind:
 
 controller -> agent: ``(HELLO, {"ip": str|None, "timeout": s})``, ``(SPAWN, key,
 cfg, env)``, ``(KILL, key)``, ``(STACKS, request id, key, rank, timeout)``
-(:mod:`.remote_stacks`), ``(HB,)``, ``(BYE,)``.
+(:mod:`.remote_stacks`), ``(HB,)``, ``(BYE,)``, ``(SHUTDOWN,)`` (the host mesh that
+owns this host was shut down: kill every proc and exit, as Monarch's workers do).
 agent -> controller: ``(HELLO, info)``, ``(STARTED, key, pid)``, ``(OUTPUT, key,
 stream, bytes)`` (what the proc wrote to fd 1 or 2, :mod:`.proc_capture`), ``(EXIT,
 key, code)``, ``(ERROR, key, message)``, ``(STACKS, request id, ok, value)``,
@@ -23,7 +24,9 @@ key, code)``, ``(ERROR, key, message)``, ``(STACKS, request id, ok, value)``,
 
 Heartbeats: each side sends ``HB`` every ``timeout / 5`` seconds and counts the
 other lost after ``timeout`` seconds without any message (default 10 s,
-``MONARCH_CY_HOST_TIMEOUT``).  A dropped TCP connection counts at once.
+``MONARCH_CY_HOST_TIMEOUT``).  A dropped connection does not count by itself (zmq
+reconnects): an agent that was killed says nothing more and is lost at the timeout;
+an agent that stops on its own says ``BYE`` first and is lost at once.
 
 Replay: none of these messages carries a proof of its own.  What a peer could
 capture -- the CURVE handshake and the boxes after it -- cannot be replayed: each
@@ -47,13 +50,14 @@ from monarch_cy import _config
 from monarch_cy._log import RateLimited
 
 __all__ = ["HELLO", "SPAWN", "KILL", "HB", "BYE", "STARTED", "OUTPUT", "EXIT", "ERROR",
-           "STACKS",
+           "STACKS", "SHUTDOWN",
            "dumps", "loads", "host_timeout", "parse_tcp", "local_ip_towards",
            "log_refusal", "REFUSALS", "Monitor", "DEFAULT_PORT", "DEFAULT_PROC_PORTS",
            "log", "interface_ip", "is_loopback"]
 
-HELLO, SPAWN, KILL, HB, BYE, STARTED, OUTPUT, EXIT, ERROR, STACKS = (
-    "hello", "spawn", "kill", "hb", "bye", "started", "output", "exit", "error", "stacks")
+HELLO, SPAWN, KILL, HB, BYE, STARTED, OUTPUT, EXIT, ERROR, STACKS, SHUTDOWN = (
+    "hello", "spawn", "kill", "hb", "bye", "started", "output", "exit", "error", "stacks",
+    "shutdown")
 
 DEFAULT_PORT = 26600                 # an agent's --listen port / a controller's agent port
 DEFAULT_PROC_PORTS = (26601, 27600)  # ports the procs of one host bind (inclusive)

@@ -41,39 +41,21 @@ fails if the loop fails (an address in use, say); call ``get()`` to block on it.
 
 from __future__ import annotations
 
-import re
 import threading
+
+from monarch_cy._hosts.worker_address import listen_spec
 
 __all__ = ["run_worker_loop_forever", "run_worker_loop_until_shutdown",
            "start_worker_loop_forever", "parse_worker_address"]
 
-_PROC_ID = re.compile(r"^[A-Za-z_][\w.\-]*(<[^<>@]*>)?@(?=[a-z]+://)")
-
-
 def parse_worker_address(address) -> tuple[str, str | None]:
-    """``(listen, advertise)`` for a worker-loop ``address`` (module docstring)."""
-    from monarch_cy._hosts import protocol as P
-    if not isinstance(address, str):
-        raise TypeError(f"address must be a str like 'tcp://host:port', not {address!r}")
-    a = _PROC_ID.sub("", address, count=1)
-    adv, sep, bind = a.partition("@")
-    if "tcp://*" in a:
-        raise NotImplementedError(
-            f"address {address!r}: a wildcard host is not supported (as in Monarch); "
-            "give this host's address, or bind all interfaces with "
-            "'tcp://HOST:PORT@tcp://0.0.0.0:PORT'")
-    for part in (adv, bind) if sep else (adv,):
-        if "://" in part and not part.startswith("tcp://"):
-            raise ValueError(f"address {address!r}: only tcp:// addresses are supported "
-                             f"by monarch_cy's worker loop, not {part.split('://')[0]}://")
-    ahost, aport = P.parse_tcp(adv, "worker address")
-    if not sep:
-        return adv, None
-    bhost, bport = P.parse_tcp(bind, "worker bind address")
-    if bport != aport:
-        raise ValueError(f"address {address!r}: the advertised and bound ports differ "
-                         f"({aport} and {bport})")
-    return bind, ahost
+    """``(listen, advertise)`` for a worker-loop ``address`` without an inherited fd
+    (see :mod:`.worker_address`, which also takes ``tcp://HOST:fdN``)."""
+    spec = listen_spec(address)
+    if spec.fd is not None:
+        raise ValueError(f"address {address!r} names an inherited socket; use "
+                         "worker_address.listen_spec")
+    return spec.bind, spec.advertise
 
 
 def _check_tls(private_key, ca) -> None:
@@ -86,17 +68,17 @@ def _check_tls(private_key, ca) -> None:
 
 def _make_agent(address, private_key, ca, secret, once: bool, ports):
     _check_tls(private_key, ca)
-    listen, advertise = parse_worker_address(address)
+    spec = listen_spec(address)
     from monarch_cy._hosts import protocol as P
     from monarch_cy._hosts.agent import Agent
-    from monarch_cy._transport.secret import load_secret
+    from monarch_cy._transport.secret import default_secret
     if ports is None:
         ports = P.DEFAULT_PROC_PORTS
     elif (not isinstance(ports, tuple) or len(ports) != 2 or
           not all(isinstance(p, int) for p in ports) or not 0 < ports[0] <= ports[1] < 65536):
         raise ValueError(f"ports must be a (first, last) tuple of ports, not {ports!r}")
-    return Agent(secret if secret is not None else load_secret(), listen=listen,
-                 advertise=advertise, once=once, ports=ports)
+    return Agent(secret if secret is not None else default_secret(), listen=spec.bind,
+                 listen_fd=spec.fd, advertise=spec.advertise, once=once, ports=ports)
 
 
 def _run(agent) -> None:

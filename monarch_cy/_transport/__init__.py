@@ -13,6 +13,8 @@ Modules, from the bottom up:
   lambdas), protocol-5 out-of-band buffers, torch tensors' own reduction with CPU
   storages out of band.
 * :mod:`.secret` — the job secret: made, passed to procs, read by host agents.
+* :mod:`.user_secret` — this user's secret: what workers and a controller share when no
+  job secret is set; it also signs custom job caches.
 * :mod:`.auth` — the job secret's keys (CurveZMQ, ZAP) and the proof a same-host
   peer gives before anything it sends is unpickled.
 * :mod:`.unix_records` — addresses and their incarnations, and framing of records

@@ -11,7 +11,10 @@ or by a scheduler reads that secret from
 2. else the environment variable ``MONARCH_CY_JOB_SECRET`` (64 hex digits).
 
 Never a command line (``ps`` shows those to every user).  Errors name the source,
-never the value.
+never the value.  Where neither is set, a worker loop and ``attach_to_workers`` use
+:func:`default_secret`: this user's secret (:mod:`.user_secret`), so that workers
+started with nothing but an address, as Monarch's are, authenticate their
+controllers all the same.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import stat
 from monarch_cy import _config
 
 __all__ = ["ENV", "ENV_FILE", "load_secret", "parse_secret", "write_secret_file",
-           "new_secret"]
+           "new_secret", "default_secret", "configured"]
 
 ENV = "MONARCH_CY_JOB_SECRET"
 ENV_FILE = "MONARCH_CY_JOB_SECRET_FILE"
@@ -68,6 +71,20 @@ def load_secret(path: str | None = None) -> bytes:
         raise ValueError(f"no job secret: pass --secret-file PATH, or set {ENV_FILE} "
                          f"(a file) or {ENV} (64 hex digits)")
     return parse_secret(text, f"${ENV}")
+
+
+def configured() -> bool:
+    """Whether a job secret is set in this process's environment."""
+    return bool(_config.job_secret_file() or _config.job_secret() is not None)
+
+
+def default_secret(path: str | None = None) -> bytes:
+    """:func:`load_secret` when a secret is named (``path``, the variables), else this
+    user's secret (:func:`.user_secret.user_secret`)."""
+    if path or configured():
+        return load_secret(path)
+    from monarch_cy._transport.user_secret import user_secret  # deferred: only here
+    return user_secret()
 
 
 def write_secret_file(path: str, secret: bytes) -> str:

@@ -56,6 +56,7 @@ __all__ = [
     "SupervisionError",
     "ValueMesh",
     "as_endpoint",
+    "attach",
     "attach_to_workers",
     "concurrent_endpoint",
     "context",
@@ -92,10 +93,10 @@ def __getattr__(name: str):
         from monarch_cy._config_api import ChannelTransport
         globals()[name] = ChannelTransport
         return ChannelTransport
-    if name == "attach_to_workers":            # the multi-host layer, on first use
-        from monarch_cy._hosts.attach import attach_to_workers
-        globals()[name] = attach_to_workers
-        return attach_to_workers
+    if name in ("attach_to_workers", "attach"):   # the multi-host layer, on first use
+        from monarch_cy._hosts import attach as _attach
+        globals()[name] = fn = getattr(_attach, name)
+        return fn
     if name in _WORKER_LOOPS:                  # worker loops, on first use
         from monarch_cy._hosts import worker_loop
         globals()[name] = fn = getattr(worker_loop, name)

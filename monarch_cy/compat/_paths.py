@@ -75,7 +75,8 @@ SHIMS = {
         "EndpointProperty": "monarch_cy._actor.model.endpoint:EndpointProperty"},
     "monarch._src.actor.proc_mesh": _PROC_MESH,
     "monarch._src.actor.host_mesh": {
-        "HostMesh": _A, "this_host": _A, "this_proc": _A, "default_bootstrap_cmd": _A},
+        "HostMesh": _A, "this_host": _A, "this_proc": _A, "default_bootstrap_cmd": _A,
+        "_spawn_admin": "monarch_cy._hosts.mesh_admin:spawn_admin"},
     "monarch._src.actor.future": {"Future": _A},
     "monarch._src.actor.shape": {"Extent": _A, "Point": _A,
                                  "ShapeExt": "monarch_cy.compat._shape",
@@ -106,10 +107,17 @@ SHIMS = {
     "monarch.tools.debug_env": {n: f"{_DBG}server:{n}" for n in (
         "_MONARCH_DEBUG_SERVER_HOST_ENV_VAR", "_MONARCH_DEBUG_SERVER_PORT_ENV_VAR",
         "_MONARCH_DEBUG_SERVER_HOST_DEFAULT")},
+    "monarch._src.actor.pickle": {n: "monarch_cy.compat._pickle" for n in (
+        "flatten", "unflatten")},
     # -- jobs (names resolve to whatever monarch_cy.job provides)
-    "monarch._src.job.job": {n: _J for n in (
+    "monarch._src.job.job": {**{n: _J for n in (
         "DEFAULT_JOB_PATH", "JobState", "JobTrait", "LocalJob", "TelemetryConfig",
         "exec_command", "job_load", "job_loads", "load_current_job", "set_current_job")},
+        "BatchJob": "monarch_cy._hosts.local_jobs:BatchJob",
+        "BashActor": "monarch_cy._hosts.exec_command:BashActor",
+        "LoginJob": "monarch_cy._hosts.login_job:LoginJob",
+        "ProcessState": "monarch_cy._hosts.job:ProcessState"},
+    "monarch._src.job.job_state": {"JobState": _J},
     "monarch._src.job.telemetry_config": {"TelemetryConfig": _J},
     "monarch._src.job.kubernetes": {
         "ImageSpec": _J, "KubeConfig": _J, "KubernetesJob": _J,
@@ -136,6 +144,8 @@ SHIMS = {
     "monarch._rust_bindings.monarch_hyperactor.supervision": {
         "SupervisionError": _A, "MeshFailure": _A},
     "monarch._rust_bindings.monarch_hyperactor.host_mesh": {"BootstrapCommand": _A},
+    "monarch._rust_bindings.monarch_hyperactor.pytokio": {
+        n: "monarch_cy.compat._pytokio" for n in ("PythonTask", "Shared")},
     "monarch._rust_bindings.monarch_hyperactor.shape": {
         "Point": _A, "Extent": _A, "Shape": "monarch_cy.compat._shape",
         "Slice": "monarch_cy.compat._shape"},

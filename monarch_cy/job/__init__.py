@@ -6,6 +6,7 @@ Re-exports only; the implementation lives in :mod:`monarch_cy._hosts`.  See
 
 from monarch_cy._errors import (HostError, HostLostError, HostRefusedError,
                                       HostUnreachableError, SchedulerError)
+from monarch_cy._hosts.exec_command import exec_command
 from monarch_cy._hosts.job import DEFAULT_JOB_PATH, JobState, JobTrait
 from monarch_cy._hosts.job_cache import job_load, job_loads
 from monarch_cy._hosts.kubernetes import KubernetesJob
@@ -30,6 +31,7 @@ __all__ = [
     "SchedulerError",
     "SlurmJob",
     "TelemetryConfig",
+    "exec_command",
     "hosts_from_config",
     "job_load",
     "job_loads",

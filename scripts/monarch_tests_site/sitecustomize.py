@@ -34,8 +34,7 @@ PLACEHOLDERS = {
                       "_reset_mesh_pop_count", "_reset_pending_reserve_count"),
     _HY + ".proc": ("ActorAddr",),
     _HY + ".proc_mesh": ("ProcMesh",),
-    _HY + ".pytokio": ("Handle", "PythonTask", "Shared", "WouldBlockRuntime",
-                       "is_tokio_thread"),
+    _HY + ".pytokio": ("Handle", "WouldBlockRuntime", "is_tokio_thread"),
     _HY + ".testing": ("_PROBE_SUCCESS_VALUE", "_make_handle_probe", "_make_test_struct"),
     _HY + ".runtime": ("_force_unsanctioned_gil_on_control_plane",
                        "_get_gil_on_control_plane", "_reset_gil_on_control_plane"),
@@ -48,9 +47,7 @@ PLACEHOLDERS = {
 #: pickling machinery, the debugger's source loader, the job sidecar and
 #: mounts).  Same treatment.
 PYTHON_INTERNALS = {
-    "monarch._src.actor.host_mesh": ("_spawn_admin",),
     "monarch._src.actor.logging": ("_pending_flush_tasks",),
-    "monarch._src.actor.pickle": ("flatten", "unflatten"),
     # the debugger's fetch of the controller's source for code pickled by value
     "monarch._src.actor.source_loader": ("SourceLoaderController",),
     # how Python methods are patched onto Rust (PyO3) classes, and its test classes
@@ -65,7 +62,7 @@ PYTHON_INTERNALS = {
     "monarch._src.job.process_guard": ("_Shutdown", "_wait_for_socket"),
     "monarch._src.job.meta": (),
     "monarch._src.job.meta.mast": ("MASTJob",),
-    "monarch._src.job.job": ("BatchJob", "LoginJob", "ProcessState", "MeshAdminConfig"),
+    "monarch._src.job.job": ("MeshAdminConfig",),
     "monarch._src.rdma.rdma": ("_make_local_memory_handle_from_tensor",),
     "monarch._src.spmd.host_mesh": ("_IN_PAR", "_spawn_worker_process", "_worker_addr_key",
                                    "host_mesh_from_store"),
@@ -76,8 +73,6 @@ PYTHON_INTERNALS = {
 #: Names of Monarch's that monarch_cy does not provide yet (docs/monarch-compat.md says
 #: so for each).  Same treatment, so that the rest of a file that imports one runs.
 NOT_YET = {
-    "monarch._src.actor.actor_mesh": ("attach",),
-    "monarch._src.job.job": ("exec_command",),
 }
 
 

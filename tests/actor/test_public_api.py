@@ -9,7 +9,7 @@ EXPECTED = {
     "PortReceiver", "ProcMesh", "SupervisionError", "ValueMesh", "context",
     "current_rank", "current_size", "endpoint", "this_host", "this_proc",
     "MeshFailure", "RestartPolicy", "unhandled_fault_hook", "fault_hook_skips_seen",
-    "attach_to_workers",
+    "attach_to_workers", "attach",
     "concurrent_endpoint", "current_actor_name", "get_or_spawn_controller", "send",
     "shutdown_context", "BootstrapCommand", "default_bootstrap_cmd",
     "run_worker_loop_forever", "run_worker_loop_until_shutdown",

@@ -100,8 +100,23 @@ def test_port_receiver_stays_home():
         pickle.dumps(recv)
 
 
-def test_remote_host_mesh_refuses_to_travel():
+def test_a_remote_host_mesh_travels_as_a_reference():
+    """Unpickled where its host set lives (the client), it names the same hosts; a set
+    this process does not hold becomes a reference the client resolves."""
     from monarch_cy._actor.base.shape import Shape
-    remote = HostMesh(Shape.dense(("hosts",), (2,)), hosts=object())
-    with pytest.raises(TypeError, match="remote hosts cannot be sent"):
-        pickle.dumps(remote)
+    from monarch_cy._actor.meshes.host_refs import HostRef
+
+    class Hosts:                              # the client's links (a HostSet's shape)
+        uid, hosts = "a1b2", []
+    hosts = Hosts()
+    remote = HostMesh(Shape.dense(("hosts",), (2,)), hosts=hosts)
+    back = pickle.loads(pickle.dumps(remote.slice(hosts=1)))
+    assert back == remote.slice(hosts=1) and back._hosts is hosts
+    with pytest.raises(RuntimeError, match="reference instead of owned"):
+        back.shutdown()
+    from monarch_cy._actor.base.state import job_tag
+    from monarch_cy._actor.meshes.host_mesh import _rebuild_host_mesh
+    other = _rebuild_host_mesh(job_tag(), "not-held-here", Shape.dense(("hosts",), (1,)))
+    assert isinstance(other._hosts, HostRef) and other._hosts.uid == "not-held-here"
+    with pytest.raises(RuntimeError, match="only the controller resolves its hosts"):
+        other._hosts.resolve([0])

@@ -90,3 +90,106 @@ def test_dump_follows_symlink_and_is_private(tmp_path):
     assert link.is_symlink() and target.exists()
     assert oct(target.stat().st_mode & 0o777) == "0o600"
     assert isinstance(job_load(str(link)), LocalJob)
+
+
+# -- job types of the program's own: pickled, signed with the user's secret ----------
+
+@pytest.fixture
+def user_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def test_a_custom_job_type_caches_and_reattaches(tmp_path, user_home):
+    from _custom_jobs import RecordingJob
+    path = str(tmp_path / "job.pkl")
+    first = RecordingJob(hosts=("trainers", "evals"))
+    first.apply()
+    assert first.apply_id is not None
+    first.dump(path)
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    doc = json.loads(open(path).read())
+    assert doc["format"] == "monarch_cy.job/1"
+    assert doc["pickled"]["class"] == "_custom_jobs.RecordingJob"
+    # a later spec that the cached job can run re-attaches to it: no _create
+    spec = RecordingJob()
+    st = spec.state(cached_path=path)
+    assert spec.created is False and sorted(st) == ["evals", "trainers"]
+    assert spec.apply_id == first.apply_id              # the running allocation's
+    # Monarch's service attributes: None without telemetry or admin
+    assert (st.query_engine, st.query_engine_client, st.telemetry_url,
+            st.dashboard_url, st.admin_url) == (None,) * 5
+    with pytest.raises(AttributeError, match="'workers' is not a valid host mesh name. "
+                                             "Available names: evals, trainers"):
+        st.workers
+    back = job_loads(first.dumps())
+    assert isinstance(back, RecordingJob) and back.hosts == ("trainers", "evals")
+    assert back.active is True
+    back.kill()
+    assert back.killed is True and back.active is False
+
+
+def test_a_cached_job_that_cannot_run_the_spec_is_replaced(tmp_path, user_home):
+    from _custom_jobs import RecordingJob
+    path = str(tmp_path / "job.pkl")
+    cached = RecordingJob(compatible=[])          # runs nothing
+    cached.apply()
+    cached.dump(path)
+    spec = RecordingJob(hosts=("workers",))
+    st = spec.state(cached_path=path)
+    assert spec.created is True and list(st) == ["workers"]
+    assert job_load(path).hosts == ("workers",)   # the new job was cached in its place
+
+
+def test_a_tampered_pickled_cache_is_refused_before_unpickling(tmp_path, user_home):
+    """A signature that does not hold means no unpickling at all (the trap's file is
+    never made), and the error names the path."""
+    import base64
+    from _custom_jobs import RecordingJob, Trap
+    path = tmp_path / "job.pkl"
+    RecordingJob().dump(str(path))
+    doc = json.loads(path.read_text())
+    bait = str(tmp_path / "ran")
+    doc["pickled"]["data"] = base64.b64encode(pickle.dumps(Trap(bait))).decode()
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"{path}.*integrity check"):
+        job_load(str(path))
+    with pytest.raises(ValueError, match="integrity check"):
+        job_loads(path.read_bytes())
+    assert not os.path.exists(bait)
+
+
+def test_another_users_pickled_cache_is_refused(tmp_path, user_home, monkeypatch):
+    """Written under one user's secret, read under another's (another home): the
+    signature does not hold."""
+    from _custom_jobs import RecordingJob
+    path = str(tmp_path / "job.pkl")
+    RecordingJob().dump(path)
+    other = tmp_path / "other-home"
+    other.mkdir()
+    monkeypatch.setenv("HOME", str(other))
+    with pytest.raises(ValueError, match="another user"):
+        job_load(path)
+    os.chmod(path, 0o644)
+    os.chmod(path, 0o622)
+    with pytest.raises(PermissionError, match="writable by group or others"):
+        job_load(path)
+
+
+def test_a_custom_job_that_does_not_pickle_says_why(user_home):
+    import threading
+    from _custom_jobs import RecordingJob
+    job = RecordingJob()
+    job.lock = threading.Lock()
+    with pytest.raises(TypeError, match="RecordingJob cannot be dumped.*does not pickle"):
+        job.dumps()
+
+
+def test_batch_job_of_a_custom_job_is_pickled(user_home):
+    from _custom_jobs import RecordingJob
+    from monarch_cy._hosts.local_jobs import BatchJob
+    back = job_loads(BatchJob(RecordingJob(hosts=("b",))).dumps())
+    assert isinstance(back, BatchJob) and back._job.hosts == ("b",)
+    assert json.loads(BatchJob(LocalJob()).dumps())["type"] == "BatchJob"   # still JSON

@@ -66,13 +66,14 @@ def test_attach_to_workers_validates_arguments(monkeypatch):
         attach_to_workers(workers=["tcp://a:1"], timeout=0)
 
 
-def test_agent_cli_needs_a_secret_and_a_mode():
+def test_agent_cli_needs_a_readable_secret_and_a_mode():
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONARCH_CY_JOB")}
     env["PYTHONPATH"] = ROOT
     r = subprocess.run([sys.executable, "-m", "monarch_cy._hosts.agent", "--listen",
-                        "tcp://127.0.0.1:1"], env=env, capture_output=True, text=True,
-                       timeout=30)
-    assert r.returncode == 2 and "no job secret" in r.stderr
+                        "tcp://127.0.0.1:1", "--secret-file", "/nonexistent/s"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "cannot read the job secret file '/nonexistent/s'" \
+        in r.stderr
     r = subprocess.run([sys.executable, "-m", "monarch_cy._hosts.agent"], env=env,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--listen" in r.stderr

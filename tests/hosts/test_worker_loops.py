@@ -137,10 +137,13 @@ def test_arguments_are_checked_before_anything_starts():
                private_key=b"k")
         with pytest.raises(NotImplementedError, match="wildcard"):
             fn(address="tcp://*:4444", ca="trust_all_connections")
-        with pytest.raises(ValueError, match="ipc://"):
-            fn(address="ipc://some_unique_string", ca="trust_all_connections")
-        with pytest.raises(ValueError, match="'tcp://host'"):
+        with pytest.raises(ValueError, match=r'invalid worker address "metatls://w0:1": '
+                                             r"unsupported ZMQ scheme: metatls"):
+            fn(address="metatls://w0:1", ca="trust_all_connections")
+        with pytest.raises(ValueError, match='"tcp://host": not HOST:PORT'):
             fn(address="tcp://host", ca="trust_all_connections")
+        with pytest.raises(ValueError, match="file descriptor 987 is not an open socket"):
+            fn(address="tcp://127.0.0.1:fd987", ca="trust_all_connections")
 
 
 def test_address_forms():
@@ -150,3 +153,4 @@ def test_address_forms():
     assert parse("service<2MuAHeDjLCEd>@tcp://w0:4444") == ("tcp://w0:4444", None)
     with pytest.raises(ValueError, match="ports differ"):
         parse("tcp://w0:1@tcp://0.0.0.0:2")
+

@@ -50,8 +50,10 @@ class Extent(Mapping):
         self._labels = labels
         self._sizes = sizes
 
-    labels = property(lambda self: self._labels)
-    sizes = property(lambda self: self._sizes)
+    # lists, as Monarch's Extent gives them (a fresh one each time: the extent stays
+    # immutable)
+    labels = property(lambda self: list(self._labels))
+    sizes = property(lambda self: list(self._sizes))
 
     @property
     def nelements(self) -> int:
@@ -112,23 +114,23 @@ class Point(Mapping):
     def _coords(self) -> tuple:
         out = []
         r = self._rank
-        for s in reversed(self._extent.sizes):
+        for s in reversed(self._extent._sizes):
             out.append(r % s if s else 0)
             r = r // s if s else 0
         return tuple(reversed(out))
 
     def __getitem__(self, label: str) -> int:
         try:
-            i = self._extent.labels.index(label)
+            i = self._extent._labels.index(label)
         except ValueError:
             raise KeyError(label) from None
         return self._coords()[i]
 
     def __iter__(self):
-        return iter(self._extent.labels)
+        return iter(self._extent._labels)
 
     def __len__(self) -> int:
-        return len(self._extent.labels)
+        return len(self._extent._labels)
 
     def size(self, label: str) -> int:
         return self._extent[label]
@@ -500,6 +502,12 @@ class MeshTrait:
     def _labels(self) -> tuple:
         """The dimension names (Monarch's examples read ``mesh._labels``)."""
         return tuple(self._shape.labels)
+
+    @property
+    def _ndslice(self) -> "NDSlice":
+        """The mesh's ranks as a slice (offset, sizes, strides; Monarch's
+        ``mesh._ndslice``)."""
+        return self._shape.ndslice
 
     @property
     def sizes(self) -> dict:

@@ -78,8 +78,8 @@ def check(proc_bind, per_host_count: int) -> list:
     if isinstance(proc_bind, (str, bytes, dict)) or not hasattr(proc_bind, "__len__"):
         raise TypeError(f"proc_bind must be a list of dicts, not {proc_bind!r}")
     if len(proc_bind) != per_host_count:
-        raise ValueError(f"proc_bind length ({len(proc_bind)}) must equal the procs per "
-                         f"host ({per_host_count})")
+        raise ValueError(f"proc_bind length ({len(proc_bind)}) must equal procs_per_host "
+                         f"({per_host_count}), the product of per_host's sizes")
     out = []
     for i, entry in enumerate(proc_bind):
         if not isinstance(entry, dict):

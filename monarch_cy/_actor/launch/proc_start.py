@@ -69,16 +69,21 @@ class ProcStarts:
                     f"{cmd.program!r} is not an executable file or on PATH")
         self.master = None           # (addr, port), set with rank 0's addresses
 
-    def starter(self, r: int, key: str, daddr: str, host=None, bind=None):
+    def starter(self, r: int, key: str, daddr: str, host=None, bind=None,
+                host_mesh=None):
         """The starter of rank ``r`` (proc key ``key``); on a remote ``host`` when
-        given; ``bind``: its checked ``proc_bind`` entry (see :mod:`.proc_bind`).
-        Rank 0's call also fixes the mesh's ``MASTER_ADDR``/``MASTER_PORT``."""
+        given; ``bind``: its checked ``proc_bind`` entry (see :mod:`.proc_bind`);
+        ``host_mesh``: what the proc's ``this_host()`` names (a picklable descriptor,
+        ``meshes.host_refs``).  Rank 0's call also fixes the mesh's
+        ``MASTER_ADDR``/``MASTER_PORT``."""
         if self.master is None:
             if host is None:
                 self.master = ("127.0.0.1", free_local_port())
             else:                     # a port of the agent's range, owned by rank 0
                 self.master = (host.info["ip"], int(host._alloc(key).rsplit(":", 1)[1]))
         cfg = dict(self.cfg, addr=key, daddr=daddr, proc_rank=r, bind=bind)
+        if host_mesh is not None:
+            cfg["host_mesh"] = host_mesh
         cmd = self.cmds[r]
         incarnations = itertools.count()
         node = self.node

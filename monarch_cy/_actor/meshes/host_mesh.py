@@ -21,7 +21,7 @@ from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import Extent, MeshTrait, Shape
-from monarch_cy._actor.meshes import spawn_hooks
+from monarch_cy._actor.meshes import host_refs, spawn_hooks
 from monarch_cy._actor.meshes.controllers import cc_address
 from monarch_cy._actor.meshes.proc_mesh import ProcMesh
 from monarch_cy._actor.meshes.proc_state import _Proc, _State
@@ -57,24 +57,105 @@ class HostMesh(MeshTrait):
 
     The mesh a program made (``this_host()`` in the controller, a job's or
     ``attach_to_workers``' hosts) *owns* its hosts: ``stop()`` and ``shutdown()``
-    work on it.  A slice of it, or one received from another process, is a
-    *reference*, and they raise ``RuntimeError`` there, as in Monarch.
+    work on it.  A slice of it, or one received from another process (or unpickled
+    anywhere), is a *reference*, and they raise ``RuntimeError`` there, as in
+    Monarch.  Two host meshes are equal when they name the same hosts (the same
+    links in the controller, or this host) with the same shape and bootstrap command.
     """
 
-    def __init__(self, shape: Shape, hosts=None, *, _record=None, _owned=True) -> None:
+    def __init__(self, shape: Shape, hosts=None, *, _record=None, _owned=True,
+                 _bootstrap=None) -> None:
         self._shape = shape
-        self._hosts = hosts    # None (this host) or monarch_cy._hosts.attach.HostSet
+        # None (this host), monarch_cy._hosts.attach.HostSet, or host_refs.HostRef
+        self._hosts = hosts
         self._record = _record if _record is not None else _HostRecord()
         self._owned = _owned
+        self._bootstrap = _bootstrap     # with_python_executable's BootstrapCommand
+        self._native = None              # the view _inner_host_mesh gives (cached)
+        if hosts is not None and hasattr(hosts, "hosts"):
+            host_refs.register(hosts)
 
     def _new_with_shape(self, shape):
-        return HostMesh(shape, self._hosts, _record=self._record, _owned=False)
+        shape = getattr(shape, "_s", shape)        # Monarch's native Shape wraps ours
+        out = HostMesh(shape, self._hosts, _record=self._record, _owned=False,
+                       _bootstrap=self._bootstrap)
+        parent = self._native
+        if parent is not None and parent.poll() is None:   # a pending handle assigned
+            out._native = host_refs.Derived(parent, shape)
+        return out
 
     def _live(self) -> "_HostRecord":
         rec = self._record
         if rec.down:
             raise RuntimeError("HostMesh has already been shut down")
         return rec
+
+    # -- Monarch's attributes --------------------------------------------------
+    @property
+    def stream_logs(self) -> bool:
+        """False: procs' output reaches the client through the log sink, not a
+        per-mesh stream (Monarch's job-made host meshes say the same)."""
+        return False
+
+    @property
+    def is_fake_in_process(self) -> bool:
+        """False: every host mesh here starts real OS processes."""
+        return False
+
+    @property
+    def region(self) -> host_refs.Region:
+        """The mesh's labels and ranks (Monarch's ``Region``)."""
+        return host_refs.Region(self._shape)
+
+    @property
+    def _inner_host_mesh(self):
+        """Monarch's native handle: a resolved view of this mesh (its ``region``), the
+        same object each time; None once the mesh was shut down."""
+        if self._record.down:
+            return None
+        if self._native is None:
+            self._native = host_refs.Resolved(host_refs.NativeMesh(self._shape))
+        return self._native
+
+    @_inner_host_mesh.setter
+    def _inner_host_mesh(self, value) -> None:
+        self._native = value
+
+    @property
+    def _hy_host_mesh(self):
+        inner = self._inner_host_mesh
+        if inner is None:
+            raise RuntimeError("HostMesh has already been shut down")
+        return inner
+
+    def with_python_executable(self, python_executable: str) -> "HostMesh":
+        """A host mesh over the same hosts whose procs start with
+        ``python_executable`` (a Python, or a wrapper that ``exec``s one) running
+        monarch_cy's bootstrap; procs spawned from it keep that executable for their
+        own ``this_host().spawn_procs()``.  A reference: stop/shutdown the mesh you
+        made.  ``spawn_procs(bootstrap_command=...)`` still wins.  On remote hosts
+        only the default executable is possible (their agent forks every proc), so
+        their ``spawn_procs`` then raises ``ValueError``."""
+        from monarch_cy._actor.launch.bootstrap_command import (  # deferred: import time
+            BootstrapCommand, default_bootstrap_cmd)
+        if not isinstance(python_executable, (str, os.PathLike)) or \
+                not os.fspath(python_executable):
+            raise TypeError(f"python_executable must be a path, not {python_executable!r}")
+        base = default_bootstrap_cmd()
+        cmd = BootstrapCommand(os.fspath(python_executable), None, base.args, base.env)
+        return HostMesh(self._shape, self._hosts, _record=self._record, _owned=False,
+                        _bootstrap=cmd)
+
+    def _host_key(self):
+        h = self._hosts
+        return None if h is None else h.uid
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, HostMesh) and self._host_key() == other._host_key()
+                and self._shape == other._shape and self._bootstrap == other._bootstrap)
+
+    def __hash__(self) -> int:
+        return hash((self._host_key(), self._shape.offset, self._shape.sizes))
 
     @property
     def initialized(self) -> Future:
@@ -86,10 +167,10 @@ class HostMesh(MeshTrait):
 
     def _stop_all(self, what: str, down: bool) -> Future:
         if not self._owned or (self._hosts is None and not _state.get_node().is_controller):
-            raise RuntimeError(
-                f"cannot {what} a HostMesh that is a reference rather than owned (a "
-                "slice of one, or one received from another process); call it on the "
-                "host mesh the program made")
+            # Monarch's text: a slice, or one unpickled or received from another
+            # process, is a reference; call it on the host mesh the program made
+            raise RuntimeError(f"cannot {what} `HostMesh` that is a reference instead "
+                               "of owned")
         rec = self._live()
         meshes, rec.meshes = rec.meshes, []
         if down:
@@ -97,8 +178,14 @@ class HostMesh(MeshTrait):
         out = Future._make(None)
         left = [len(meshes)]
         errors = []
+        hosts = self._hosts if down else None
+
+        def finish():
+            if hosts is not None:
+                hosts.shut_down()            # their agents exit, as Monarch's workers
+            out._set_exception(errors[0]) if errors else out._set_result(None)
         if not meshes:
-            out._set_result(None)
+            finish()
             return out
 
         def one(f):
@@ -107,7 +194,7 @@ class HostMesh(MeshTrait):
                 errors.append(exc)
             left[0] -= 1
             if left[0] == 0:
-                out._set_exception(errors[0]) if errors else out._set_result(None)
+                finish()
         for pm in meshes:
             try:
                 fut = pm.stop()
@@ -116,18 +203,34 @@ class HostMesh(MeshTrait):
             fut.add_done_callback(one)
         return out
 
+    def _abandon(self) -> None:
+        """The job under this mesh is being killed: stop its proc meshes without
+        waiting (their procs' end is then on purpose, not a failure) and mark it
+        shut down.  Never raises; nothing for this host (a ``LocalJob``'s meshes)."""
+        if self._hosts is None:
+            return
+        rec = self._record
+        meshes, rec.meshes, rec.down = rec.meshes, [], True
+        for pm in meshes:
+            try:
+                pm.stop()
+            except Exception:  # noqa: BLE001 - best effort: the hosts go anyway
+                pass
+
     def stop(self) -> Future:
-        """Stop every proc mesh spawned from this host mesh (and its slices); a Future
-        of None resolved once all have exited.  The hosts stay usable: later
+        """Stop every proc mesh spawned from this host mesh (and its slices), and only
+        those (another host mesh over the same hosts keeps its procs); a Future of
+        None resolved once all have exited.  The hosts stay usable: later
         ``spawn_procs`` work.  ``RuntimeError`` on a reference."""
         return self._stop_all("stop", down=False)
 
     def shutdown(self) -> Future:
         """As :meth:`stop`, and the host mesh becomes unusable: ``spawn_procs`` and
         ``initialized`` then raise ``RuntimeError("HostMesh has already been shut
-        down")`` (``this_host()`` then gives a fresh one).  A remote host's agent
-        stays up (it serves other host meshes of the job).  ``RuntimeError`` on a
-        reference or a mesh already shut down."""
+        down")`` (``this_host()`` then gives a fresh one).  Remote hosts' agents
+        (worker loops) exit once the procs are gone, as Monarch's workers do: another
+        host mesh over them loses them.  ``RuntimeError`` on a reference or a mesh
+        already shut down."""
         return self._stop_all("shut down", down=True)
 
     async def __aenter__(self) -> "HostMesh":
@@ -139,12 +242,8 @@ class HostMesh(MeshTrait):
             await self.shutdown()
 
     def __reduce__(self):
-        if self._hosts is not None:
-            raise TypeError(
-                "a HostMesh of remote hosts cannot be sent to an actor: its agents' "
-                "connections live in the controller. Spawn the procs in the controller "
-                "and send the ProcMesh instead")
-        return (_rebuild_host_mesh, (_state.job_tag(), self._shape))
+        return (_rebuild_host_mesh, (_state.job_tag(), self._host_key(), self._shape,
+                                     self._bootstrap))
 
     def spawn_procs(self, per_host: dict | None = None, bootstrap=None,
                     name: str = "procs", proc_bind=None, bootstrap_command=None, *,
@@ -192,7 +291,7 @@ class HostMesh(MeshTrait):
 
     def _spawn_procs(self, per_host, bootstrap, name, proc_bind, bootstrap_command, *,
                      env, restart, heartbeat_timeout) -> ProcMesh:
-        if self._hosts is None and bootstrap_command is None:
+        if self._hosts is None and bootstrap_command is None and self._bootstrap is None:
             made = current_node()            # None: no node yet, so ours (a controller)
             if made is None or made.is_controller:
                 # deferred: import time (the launcher loads when procs first start)
@@ -214,11 +313,16 @@ class HostMesh(MeshTrait):
                                        for k, v in env.items()):
             raise TypeError(f"env must map str to str, not {env!r}")
         env = {**child_environment(), **(env or {})} or None
-        if not node.is_controller and self._hosts is None:
+        if not node.is_controller and (self._hosts is None or
+                                       isinstance(self._hosts, host_refs.HostRef)):
+            # the client starts them (it holds the fork server and the agents' links)
             return spawn_procs_remote(self._shape, dict(
                 per_host=per_host, bootstrap=bootstrap, name=name, proc_bind=proc_bind,
                 bootstrap_command=bootstrap_command, env=env, restart=restart,
-                heartbeat_timeout=heartbeat_timeout))
+                heartbeat_timeout=heartbeat_timeout,
+                _host=(self._host_key(), self._bootstrap)))
+        if bootstrap_command is None:
+            bootstrap_command = self._bootstrap
         if restart is not None and not isinstance(restart, RestartPolicy):
             raise TypeError(f"restart must be a RestartPolicy or None, not {restart!r}")
         if heartbeat_timeout is None:
@@ -256,8 +360,14 @@ class HostMesh(MeshTrait):
                             max_restarts=restart.max_restarts if restart else 0,
                             name=str(name))
         remote = None
+        granks = self._shape.global_ranks()
         if self._hosts is not None:   # one remote host per point; waits for their agents
-            remote = self._hosts.resolve(self._shape.global_ranks())
+            remote = self._hosts.resolve(granks)
+        uid = self._host_key()
+
+        def host_of(r):               # the proc's this_host(): its host, 0-dimensional
+            return host_refs.describe(uid, Shape((), granks[r // per], (), ()),
+                                      self._bootstrap)
         procs = []
         st = _State(mid, procs, str(name), restart)
         _state.STATES.append(st)
@@ -265,11 +375,11 @@ class HostMesh(MeshTrait):
             if remote is not None:    # the host's agent merges env into its own
                 host = remote[r // per]
                 key, daddr = host.proc_addrs()
-                starter = starts.starter(r, key, daddr, host, binds[r % per])
+                starter = starts.starter(r, key, daddr, host, binds[r % per], host_of(r))
             else:
                 key = alloc_addr(node, f"p{mid}.{r}")
                 daddr = alloc_addr(node, f"p{mid}.{r}d")
-                starter = starts.starter(r, key, daddr, None, binds[r % per])
+                starter = starts.starter(r, key, daddr, None, binds[r % per], host_of(r))
             p = _Proc(r, key, starter(), st, starter, daddr)
             p.remote = remote is not None
             procs.append(p)
@@ -278,6 +388,7 @@ class HostMesh(MeshTrait):
                 p.popen, lambda code: on_exit(node, p, code)))   # an early exit too
         heartbeat.start(node, st, heartbeat_timeout, lambda p, cause: on_silent(node, p, cause))
         pm = ProcMesh(procs, Shape.dense(labels, sizes), st)
+        pm._host_mesh = self          # Monarch's ProcMesh._host_mesh
         if setup is not None:
             st.setup = proc_setup.start(pm, setup)
         return pm
@@ -306,16 +417,26 @@ _this_host = None
 def this_host() -> HostMesh:
     """This process's host, as a host mesh with no dimensions: the same object on
     every call (a fresh one after it was shut down).  In the controller it owns the
-    host; in a worker it is a reference (``stop``/``shutdown`` raise there)."""
+    host; in a proc it is a reference to the host the proc runs on (a remote host's
+    slice of the mesh the proc was spawned from, with that mesh's bootstrap command):
+    ``spawn_procs`` there asks the client, ``stop``/``shutdown`` raise."""
     global _this_host
     h = _this_host
     if h is None or h._record.down:
-        h = _this_host = HostMesh(Shape.dense((), ()))
+        desc = host_refs.worker_host()
+        if desc is None:
+            h = HostMesh(Shape.dense((), ()))
+        else:
+            uid, shape, boot = desc
+            h = HostMesh(shape, host_refs.lookup(uid), _owned=False, _bootstrap=boot)
+        _this_host = h
     return h
 
 
-def _rebuild_host_mesh(tag, shape):
-    """A HostMesh of this host pickles to "this host" of the receiver (the procs of a
-    job on one machine share it), as a reference."""
+def _rebuild_host_mesh(tag, uid, shape, bootstrap=None):
+    """A HostMesh unpickles as a reference: over the controller's links to its hosts
+    (``uid``; elsewhere a reference the controller resolves), or, for this host
+    (``uid`` None), "this host" of the receiver (the procs of a job on one machine
+    share it)."""
     _state.check_job(tag, "host mesh")
-    return HostMesh(shape, _owned=False)
+    return HostMesh(shape, host_refs.lookup(uid), _owned=False, _bootstrap=bootstrap)

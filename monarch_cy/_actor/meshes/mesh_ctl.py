@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.shape import Shape
+from monarch_cy._actor.meshes import host_refs
 from monarch_cy._actor.meshes.host_mesh import HostMesh
 from monarch_cy._actor.meshes.proc_mesh import ProcMesh
 from monarch_cy._actor.meshes.proc_stop import stop_procs
@@ -17,12 +18,14 @@ __all__ = ["handle_mesh_ctl"]
 
 def _spawn_for(node, data, extras):
     shape, kwargs, asker, actor = node.decode(data, extras)
+    uid, boot = kwargs.pop("_host", (None, None))
     proc = _state.LIVE_PROCS.get(asker)
-    if proc is not None and getattr(proc, "remote", False):
+    if uid is None and proc is not None and getattr(proc, "remote", False):
         raise NotImplementedError(
-            "spawn_procs from an actor on a remote host is not supported yet; spawn "
-            "the procs in the client and send the ProcMesh to the actor")
-    pm = HostMesh(shape).spawn_procs(**kwargs)
+            "spawn_procs on the client's host from an actor on a remote host is not "
+            "supported; spawn the procs in the client and send the ProcMesh to the actor")
+    hosts = host_refs.lookup(uid)
+    pm = HostMesh(shape, hosts, _owned=False, _bootstrap=boot).spawn_procs(**kwargs)
     if actor:
         pm._state.supervisor = actor          # its failures go to that actor
     return pm

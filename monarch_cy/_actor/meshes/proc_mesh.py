@@ -46,6 +46,7 @@ from monarch_cy._actor.base.failure import new_mesh_uid
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import MeshTrait, Shape
 from monarch_cy._actor.cast.tree import use_tree
+from monarch_cy._actor.meshes import host_refs
 from monarch_cy._actor.meshes.proc_state import _MeshRecord, _Proc, _State
 from monarch_cy._actor.model.actor import ActorMesh, check_actor_class, context
 from monarch_cy._transport.protocol import SPAWN, pack
@@ -66,9 +67,34 @@ class ProcMesh(MeshTrait):
         self._state = state
 
     def _new_with_shape(self, shape):
-        return ProcMesh(self._procs, shape, self._state)
+        shape = getattr(shape, "_s", shape)        # Monarch's native Shape wraps ours
+        out = ProcMesh(self._procs, shape, self._state)
+        native = self.__dict__.get("_native")
+        if native is not None and native.poll() is None:    # a pending handle assigned
+            out._native = host_refs.Derived(native, shape)
+        return out
+
+    # Monarch's internals its tests read: the labels as a list, and the native handle
+    # (meshes.host_refs: a resolved view with the mesh's region, unless the program
+    # assigned a handle of its own, which pickling then waits for, as Monarch's does)
+    @property
+    def _labels(self) -> list:
+        return list(self._shape.labels)
+
+    @property
+    def _proc_mesh(self):
+        native = self.__dict__.get("_native")
+        return native if native is not None else host_refs.Resolved(
+            host_refs.NativeMesh(self._shape))
+
+    @_proc_mesh.setter
+    def _proc_mesh(self, value) -> None:
+        self._native = value
 
     def __reduce__(self):
+        native = self.__dict__.get("_native")
+        if native is not None and native.poll() is None:
+            native.block_on()                 # a pending handle: pickle once it is there
         st = self._state
         owner = st.owner or get_node().addr
         procs = tuple((p.rank, p.key, p.daddr) for p in st.procs)

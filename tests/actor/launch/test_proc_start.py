@@ -172,7 +172,7 @@ def test_proc_bind_checks():
     for bad in ("", "a", "3-1", "1-", "-1"):
         with pytest.raises(ValueError, match="x"):
             proc_bind.parse_list(bad, "x")
-    with pytest.raises(ValueError, match=r"proc_bind length \(1\) must equal the procs per host \(2\)"):
+    with pytest.raises(ValueError, match=r"proc_bind length \(1\) must equal procs_per_host \(2\)"):
         this_host().spawn_procs(per_host={"gpus": 2}, proc_bind=[{"cpus": "0"}])
     with pytest.raises(ValueError, match=r"proc_bind\[1\] has unknown keys \['cpu'\]"):
         this_host().spawn_procs(per_host={"gpus": 2}, proc_bind=[{}, {"cpu": "0"}])
