@@ -17,7 +17,6 @@ import loop spans two floors (``tests/test_layers.py`` checks it and prints the 
 * :mod:`.base.shape` — named-dimension mesh algebra (``Extent``, ``Point``, ``Shape``).
 * :mod:`.base.value_mesh` — ``ValueMesh``, the result of ``endpoint.call()``.
 * :mod:`.base.future` — ``Future``: a call's result, awaited or waited on.
-* :mod:`.base.coro_future` — ``Future._from_coro``: a lazy Future of a coroutine.
 * :mod:`.base.failure` — ``MeshFailure``, what supervision passes up.
 * :mod:`.base.client_faults` — the client's failures: grace, "seen", the fault hook.
 
@@ -80,7 +79,6 @@ Top
 * :mod:`.bootstrap` — every worker proc's entry point (and the fork server's).
 """
 
-from monarch_cy._actor.base import coro_future as _coro_future  # noqa: F401  (Future._from_coro)
 from monarch_cy._actor.base import state as _state
 
 

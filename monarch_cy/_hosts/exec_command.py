@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 
+from monarch_cy._actor.base import returns_future  # noqa: F401  (makes Future._from_coro)
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.model.actor import Actor, context
 from monarch_cy._actor.model.endpoint import endpoint

@@ -2,6 +2,6 @@
 
 Modules, bottom up: :mod:`.state` (the node, the registries), :mod:`.addresses`,
 :mod:`.transports` (``enable_transport``), :mod:`.shape`, :mod:`.selection`,
-:mod:`.value_mesh`, :mod:`.future`, :mod:`.coro_future`, :mod:`.returns_future`,
+:mod:`.value_mesh`, :mod:`.future`, :mod:`.returns_future`,
 :mod:`.failure`, :mod:`.client_faults`.  Imports nothing of the actor model above it.
 """
