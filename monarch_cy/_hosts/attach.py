@@ -235,6 +235,9 @@ def attach_to_workers(*, workers, name: str | None = None, ca=None, private_key=
     node = ensure_controller_node(toward, None)
     hub = get_hub(node)
     hosts = [hub.connect(a, timeout, keys) for a in addrs]
+    for a, h in zip(addrs, hosts):
+        if a == _attached_via:        # the client attached through it: linked before
+            h.ready.wait(timeout + 5.0)   # anything else goes on (Monarch's bootstrap)
     return host_mesh(hosts)
 
 
@@ -247,8 +250,11 @@ def attach(addr: str) -> None:
 
     Monarch then sends all client traffic through that worker's gateway.  monarch_cy
     has no gateway: its controller dials every agent itself and procs reply to it
-    directly, so it must be reachable from them (as without ``attach``).  ``attach``
-    keeps Monarch's contract otherwise: ``addr`` must be a worker address
+    directly, so it must be reachable from them (as without ``attach``); an
+    ``attach_to_workers`` that names this address returns only once the link to that
+    worker is up (the client is then bootstrapped through it, and later changes at
+    that address, the socket file removed, change nothing).  ``attach`` keeps Monarch's
+    contract otherwise: ``addr`` must be a worker address
     (:mod:`.worker_address`; ``ValueError`` naming it), repeating the same address is
     a no-op, and ``RuntimeError`` once the client's runtime started without it or
     was attached through another address."""

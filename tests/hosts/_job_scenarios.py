@@ -436,6 +436,29 @@ def attach_contract(a):
     return out
 
 
+def attach_then_remove(a):
+    """attach(addr) before the runtime starts: attach_to_workers([addr]) returns with the
+    link up, so the worker's socket file may go at once (Monarch's duplex bootstrap)."""
+    import tempfile
+    import time
+    from monarch_cy.actor import attach, attach_to_workers
+    d = tempfile.mkdtemp(prefix="mcy-gw-")
+    path = os.path.join(d, "w")
+    worker = _start_worker(f"ipc://{path}", os.environ["HOME"])
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        attach(f"ipc://{path}")
+        hm = attach_to_workers(workers=[f"ipc://{path}"], ca="trust_all_connections")
+        os.remove(path)
+        n = len(hm.spawn_procs(per_host={"procs": 2}).spawn("w", Place).pid.call().get(30))
+        hm.shutdown().get(30)
+        return {"procs": n, "code": worker.wait(30)}
+    finally:
+        worker.kill()
+
+
 def attach_after_start(a):
     from monarch_cy.actor import attach, this_proc
     this_proc()

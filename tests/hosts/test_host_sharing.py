@@ -68,6 +68,8 @@ def test_attach_keeps_monarchs_contract(home, tmp_path):
     assert "already attached through" in res["other"]
     res, _ = run_job("attach_after_start", {"addr": addr}, HOME=home)
     assert "initialized without a remote attachment" in res["late"]
+    res, _ = run_job("attach_then_remove", HOME=home)
+    assert res == {"procs": 2, "code": 0}
 
 
 def test_with_python_executable_is_inherited_by_spawned_procs(home, tmp_path):
