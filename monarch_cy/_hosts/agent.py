@@ -530,7 +530,8 @@ def main(argv=None) -> int:
                     f"${ENV_FILE} or ${ENV} (never the command line).")
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--listen", metavar="tcp://HOST:PORT",
-                      help="wait for controllers on this address")
+                      help="wait for controllers on this address (or ipc:///PATH, a "
+                      "Unix socket on this machine)")
     mode.add_argument("--connect", metavar="tcp://HOST:PORT",
                       help="dial the controller at this address")
     ap.add_argument("--secret-file", metavar="PATH", help="file holding the job secret "

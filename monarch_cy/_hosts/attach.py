@@ -12,12 +12,15 @@ The controller's own actor runtime must be reachable from those hosts: the first
 use of remote hosts starts it on TCP, bound to :func:`controller_ip` (this
 machine's address on the route to the first worker that is not on loopback, unless
 ``MONARCH_CY_HOST`` or ``MONARCH_CY_CONTROLLER_INTERFACE`` says otherwise), on
-ports from ``MONARCH_CY_CONTROLLER_PORTS`` when set, with the job secret the agents
-hold (``secret=`` or, by default, :func:`.secret.load_secret`).  When every worker
-is on loopback (an agent on ``127.0.0.1``: a first trial on one machine), the
-runtime binds loopback too.  If the runtime already started on addresses the
-workers cannot reach (``unix://``/``ipc://``, or loopback for a worker that is not),
-a ``RuntimeError`` says so.
+ports from ``MONARCH_CY_CONTROLLER_PORTS`` when set.  When every worker is on this
+machine (``ipc://``, or an agent on loopback), the runtime may run anywhere this
+machine reaches: on loopback, or on the ``unix://`` addresses local procs started it
+on.  If it already started on addresses a worker cannot reach (local-only ones for a
+worker elsewhere), a ``RuntimeError`` says so.
+
+The secret the agents hold (``secret=``, else :func:`.secret.default_secret`: the
+job secret of the environment, else this user's) authenticates the link to each of
+them only; the procs they start get this controller's own job secret.
 """
 
 from __future__ import annotations
@@ -146,8 +149,9 @@ def ensure_controller_node(toward: str | None, secret: bytes | None,
                            host: str | None = None):
     """The controller's node, started on TCP at ``host`` (default
     :func:`controller_ip` of ``toward``).  ``RuntimeError`` when it already runs
-    somewhere ``toward`` cannot reach: not on TCP, or on loopback while ``toward``
-    (None: any remote host) is not."""
+    somewhere ``toward`` cannot reach: on local-only addresses (``unix://``,
+    ``ipc://``, loopback) while ``toward`` (None: any remote host) is not on loopback.
+    ``secret``: the node's job secret must be this one (dialing agents hold it)."""
     global _registered
     # Import asyncio before the runtime's threads start: Future.get() reads it from
     # sys.modules and must never see it half-imported by another thread.
