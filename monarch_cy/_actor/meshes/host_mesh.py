@@ -113,7 +113,7 @@ class HostMesh(MeshTrait):
                 fut = pm.stop()
             except Exception as e:  # noqa: BLE001 - the Future carries it
                 fut = Future._resolved(exc=e)
-            fut.add_done_callback(one)
+            fut._then(one)
         return out
 
     def stop(self) -> Future:
