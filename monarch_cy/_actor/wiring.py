@@ -36,7 +36,7 @@ from monarch_cy._actor.base import client_faults, state as _state
 from monarch_cy._actor.base.addresses import listen_port, transport
 from monarch_cy._actor.cast import heartbeat as heartbeat_tree, spawn as spawn_tree, \
     stop as stop_tree, tree as cast_tree
-from monarch_cy._actor.host import logs
+from monarch_cy._actor.host import child_failures, logs
 from monarch_cy._actor.host.log_sink import LogSink
 from monarch_cy._actor.host.actor_host import handle_spawn
 from monarch_cy._actor.host.stopping import stop_proc
@@ -50,7 +50,7 @@ from monarch_cy._transport.node import Node
 from monarch_cy._transport.protocol import (CAST, CC_ENSURE, HB_TREE, HEARTBEAT,
                                             HEARTBEAT_ACK, MESH_CTL, REVIVE, SEEN,
                                             SPAWN, SPAWN_TREE, STOP, STOP_TREE, SUPERVISE,
-                                            UNDELIVERABLE)
+                                            SUPERVISE_ACTOR, UNDELIVERABLE)
 
 __all__ = ["CONTROLLER_HANDLERS", "WORKER_HANDLERS", "WORKER_MODULES",
            "make_controller_node", "install_worker"]
@@ -68,6 +68,7 @@ def _ignore(node, hdr, data, extras) -> None:
 CONTROLLER_HANDLERS = {
     SPAWN: handle_spawn,                        # actors of this_proc()
     SUPERVISE: failures.handle_supervise,       # an actor the client owns failed
+    SUPERVISE_ACTOR: child_failures.handle_supervise_actor,  # a this_proc actor's child
     SEEN: failures.handle_seen,                 # a caller saw an actor's failure
     UNDELIVERABLE: failures.handle_undeliverable,  # a call reached a failed actor
     HEARTBEAT_ACK: heartbeat.handle_ack,
@@ -87,6 +88,7 @@ WORKER_HANDLERS = {
     SEEN: _ignore,                              # only the controller keeps sightings
     UNDELIVERABLE: cast_tree.pass_undeliverable,  # up the cast tree to the caller
     MESH_CTL: handle_mesh_ctl,                  # a worker owns the meshes it started
+    SUPERVISE_ACTOR: child_failures.handle_supervise_actor,  # a child of an actor here
 }
 
 
@@ -123,6 +125,7 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     _state.set_log_sink(LogSink(node))
     proc_output.flush_after_cells()          # in Jupyter: output shows in its cell
     node.handlers.update(CONTROLLER_HANDLERS)
+    child_failures.install(node)     # proc deaths -> the owning actors of this process
     node.start_io_thread()
     job_file.write(rundir, addr, keys.secret)    # monarch-cy stacks finds the job by it
     atexit.register(_shutdown, node)
@@ -150,6 +153,7 @@ def install_worker(node, cfg: dict) -> None:
     ends, and ``breakpoint()`` reaching the controller's debugger."""
     node.controller_addr = cfg["controller"]
     node.handlers.update(WORKER_HANDLERS)
+    child_failures.install(node)     # proc deaths -> the owning actors of this proc
     node.open_fanout()       # casts pass through this proc without its GIL (cast/tree.py)
     controllers.set_address(cfg.get("cc_addr"))
     host_refs.set_worker_host(cfg.get("host_mesh"))   # what this_host() names here

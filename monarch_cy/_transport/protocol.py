@@ -31,7 +31,7 @@ __all__ = ["REPLY", "RELEASE", "PROC_DEAD", "SPAWN", "STOP", "CALL", "WAKE",
            "HEARTBEAT", "HEARTBEAT_ACK", "SUPERVISE", "REVIVE", "SEEN", "UNDELIVERABLE",
            "MESH_CTL",
            "CC_ENSURE", "CAST", "REPLY_BATCH", "REPLY_PARTIAL", "HB_TREE", "SPAWN_TREE",
-           "STOP_TREE",
+           "STOP_TREE", "SUPERVISE_ACTOR",
            "MAX_HEADER", "pack", "unpack", "pack_call", "unpack_call",
            "PENDING", "buf"]
 
@@ -65,6 +65,9 @@ HB_TREE = 27       # (HB_TREE, answer addr, port id, key, relay life s); frame 1
 SPAWN_TREE = 28    # (SPAWN_TREE, name, labels, sizes, owner) + (cls, args, kwargs);
 #                    frame 1: the route (monarch_cy._actor.cast.spawn)
 STOP_TREE = 29     # (STOP_TREE,); frame 1: the route (monarch_cy._actor.cast.stop)
+SUPERVISE_ACTOR = 30  # (SUPERVISE_ACTOR, actor addr, reply addr, port id, reply key) +
+#                    a pickled MeshFailure: a child's failure, for that actor of the
+#                    receiving process; answered (port id 0: not) once queued for it
 
 MAX_HEADER = 0x7FFF
 

@@ -146,6 +146,8 @@ SHIMS = {
     "monarch._rust_bindings.monarch_hyperactor.host_mesh": {"BootstrapCommand": _A},
     "monarch._rust_bindings.monarch_hyperactor.pytokio": {
         n: "monarch_cy.compat._pytokio" for n in ("PythonTask", "Shared")},
+    "monarch._rust_bindings.monarch_hyperactor.actor_mesh": {
+        "hold_gil_for_test": f"{_P}:hold_gil_for_test"},
     "monarch._rust_bindings.monarch_hyperactor.shape": {
         "Point": _A, "Extent": _A, "Shape": "monarch_cy.compat._shape",
         "Slice": "monarch_cy.compat._shape"},

@@ -15,7 +15,9 @@ object:
 * :data:`IN_PAR` -- Monarch's "running from a Meta PAR archive" flag: always False
   here (monarch_cy is a pip package);
 * :data:`WORKER_BOOTSTRAP_SCRIPT` -- the ``python -c`` program of a worker pod: a
-  worker loop serving ``attach_to_workers`` on ``$MONARCH_PORT``.
+  worker loop serving ``attach_to_workers`` on ``$MONARCH_PORT``;
+* :func:`hold_gil_for_test` -- the test helper of Monarch's extension that holds the
+  GIL in a background thread without ever releasing it.
 
 Importing it imports only the standard library; the actor runtime is reached at
 first use.
@@ -31,7 +33,7 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 __all__ = ["context_var", "TracingForwarder", "patch_actor", "get_actor_class",
-           "WORKER_BOOTSTRAP_SCRIPT", "IN_PAR"]
+           "WORKER_BOOTSTRAP_SCRIPT", "IN_PAR", "hold_gil_for_test"]
 
 #: ``actor_mesh.IN_PAR``: Monarch runs from a PAR archive at Meta; never here.
 IN_PAR = False
@@ -184,3 +186,29 @@ WORKER_BOOTSTRAP_SCRIPT: str = textwrap.dedent("""\
     run_worker_loop_forever(address=f"tcp://{hostname}:{port}",
                             ca="trust_all_connections")
 """)
+
+
+# -- actor_mesh.hold_gil_for_test (monarch._rust_bindings) --------------------------------
+
+def hold_gil_for_test(delay_secs: float = 0.0, hold_secs: float = 0.0) -> None:
+    """Start a daemon thread that waits ``delay_secs``, then holds the GIL for
+    ``hold_secs`` without releasing it once (Python code releases it every
+    switch interval; this sleeps in C through a ``ctypes.PyDLL`` call, which keeps
+    the GIL).  Returns at once.  For tests of how the runtime copes with a stalled
+    interpreter, as Monarch's."""
+    import ctypes  # deferred: import time (a test helper)
+    import time
+    for name, v in (("delay_secs", delay_secs), ("hold_secs", hold_secs)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            raise ValueError(f"{name} must be a number of seconds >= 0, not {v!r}")
+    usleep = ctypes.PyDLL(None).usleep          # PyDLL: the GIL stays held
+    usleep.argtypes = [ctypes.c_uint]
+
+    def hold():
+        time.sleep(delay_secs)
+        left = float(hold_secs)
+        while left > 0:                         # usleep takes at most ~4295 s
+            step = min(left, 1.0)
+            usleep(int(step * 1e6))
+            left -= step
+    threading.Thread(target=hold, daemon=True, name="hold-gil-for-test").start()

@@ -27,7 +27,6 @@ PLACEHOLDERS = {
     _RB + ".monarch_extension": (),
     _RB + ".monarch_extension.panic": ("panicking_function",),
     _HY + ".actor": ("PythonMessage", "PythonMessageKind"),
-    _HY + ".actor_mesh": ("hold_gil_for_test",),
     _HY + ".buffers": ("Buffer",),
     _HY + ".mailbox": ("PortId", "PortRef", "UndeliverableMessageEnvelope"),
     _HY + ".pickle": ("_get_mesh_pop_count", "_get_pending_reserve_count",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from _mesh_fixtures import _no_leaks, echo, name, procs, uniq  # noqa: F401
+from _mesh_fixtures import _no_leaks, _shared_procs, echo, name, procs, uniq  # noqa: F401
 
 
 @pytest.fixture

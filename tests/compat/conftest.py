@@ -16,9 +16,17 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(scope="module")
-def procs():
-    """2 procs (dimension 'procs'), shared by the tests of one module."""
-    from monarch_cy.actor import this_host
-    pm = this_host().spawn_procs(per_host={"procs": 2})
-    yield pm
-    pm.stop().get(10)
+def _module_procs():
+    from _mesh_fixtures import SharedProcs
+    shared = SharedProcs({"procs": 2})
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def procs(_module_procs):
+    """2 procs (dimension 'procs'), shared by the tests of one module (a fresh mesh
+    after a test that left an actor failed or a proc dead on it: as in Monarch, such
+    a proc takes no new actors)."""
+    yield _module_procs.get()
+    _module_procs.check()

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from _mesh_fixtures import _no_leaks, echo, name, procs, uniq  # noqa: F401
+from _mesh_fixtures import _no_leaks, _shared_procs, echo, name, procs, uniq  # noqa: F401
 
 
 @pytest.fixture()

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from monarch_cy._errors import SupervisionError
 
-__all__ = ["MeshFailure", "actor_who", "with_tail", "undeliverable", "CLIENT_WHO"]
+__all__ = ["MeshFailure", "actor_who", "with_tail", "undeliverable", "CLIENT_WHO",
+           "PROC_STOPPED", "owner_lost"]
+
+#: The cause every process of the job is told when a proc exits because its proc
+#: mesh was stopped (no failure: nobody's ``__supervise__`` hears of it).
+PROC_STOPPED = "proc mesh stopped"
 
 
 class MeshFailure:
@@ -175,6 +180,15 @@ def undeliverable(endpoint: str, adverb, sender: str, dest: str, why: str,
              f"\tdata_len: {data_len}\n"
              f"\terror: delivery failure: invalid reference {dest}: actor {why}\n")
     return MeshFailure("<none>", (), cause, "undeliverable", who=CLIENT_WHO)
+
+
+def owner_lost(owner_who: str, mesh_name: str, cause: str) -> str:
+    """Why calls on an actor mesh whose owner (an actor) died with its process fail:
+    Monarch's words (its owner holds the mesh's controller, and Monarch gives up on
+    it after a timeout; monarch_cy is told of the death at once, and says so)."""
+    first = str(cause).splitlines()[0] if cause else "it exited"
+    return (f"timed out reaching controller {owner_who} for mesh {mesh_name}. "
+            f"Assuming controller's proc is dead (it is: {first})")
 
 
 def with_tail(cause: str, lines) -> str:

@@ -98,7 +98,7 @@ class Future(Generic[R]):
                 out._set_result(value)
             else:
                 out._set_exception(exc)
-        inner.add_done_callback(done)
+        inner._then(done)
         return out
 
     def _set_result(self, value) -> None:
@@ -135,17 +135,25 @@ class Future(Generic[R]):
         """
         aio = sys.modules.get("asyncio")
         loop = aio._get_running_loop() if aio is not None else None
-        w = self._waiter
         if loop is None:
-            if w is not None and self._value is _PENDING:
-                w.adopt()           # someone must pump the reply even if nobody waits
-                self._add_callback(lambda f: w.unadopt())
-            self._add_callback(fn)
+            self._then(fn)
             return
         if self._value is not _PENDING:
             loop.call_soon(fn, self, context=context)
             return
         self._on_loop(loop, fn, inline=False, orig=fn, context=context)
+
+    def _then(self, fn: Callable[["Future"], Any]) -> None:
+        """The runtime's own ``fn(self)`` once resolved, in the thread that resolves
+        it (at once if resolved), wherever it is called from.  Unlike
+        :meth:`add_done_callback` inside a running asyncio loop, it never waits for
+        that loop: the runtime's plumbing (a Future made of others, a blocked caller's
+        wake-up) must work while the loop is blocked in a ``get()``."""
+        w = self._waiter
+        if w is not None and self._value is _PENDING:
+            w.adopt()           # someone must pump the reply even if nobody waits
+            self._add_callback(lambda f: w.unadopt())
+        self._add_callback(fn)
 
     def _on_loop(self, loop, fn, *, inline: bool, orig=None, context=None) -> None:
         """Run ``fn(self)`` on ``loop`` once resolved (the loop pumps the reply

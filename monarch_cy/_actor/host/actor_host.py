@@ -46,8 +46,10 @@ from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.failure import actor_who
 from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.host import proc_setup, traced_endpoints
-from monarch_cy._actor.host.actor_failure import (ActorFailure, format_exc, one_line,
-                                                  picklable)
+from monarch_cy._actor.host.actor_failure import (ActorFailure, format_exc, picklable,
+                                                  spawn_refusal)
+from monarch_cy._actor.host.init_guard import InitGuard
+from monarch_cy._actor.host.supervise_call import one_line
 from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _message,
                                            debugged_call_over, endpoint_table)
 from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
@@ -79,6 +81,22 @@ def handle_spawn(node, hdr, data, extras) -> None:
 
 
 _BUILTIN = BUILTIN
+
+
+def _cancelled() -> bool:
+    """Whether the running task has been asked to cancel (and not given it up)."""
+    import asyncio  # deferred: import time (only async actors get here)
+    task = asyncio.current_task()
+    return task is not None and bool(getattr(task, "cancelling", lambda: 0)())
+
+
+def _supervision(frames) -> bool:
+    """Whether a message is a child's failure for ``__supervise__`` (an async actor
+    takes it at once, not in turn: :mod:`.loop_lifecycle`)."""
+    try:
+        return unpack_call(frames[0])[0][0] == "__supervise__"
+    except Exception:  # noqa: BLE001 - malformed: its turn reports it
+        return False
 _loads = pickle.loads
 _msg_set = _message.set
 _log = logger("actor")
@@ -108,6 +126,8 @@ class ActorHost(ActorFailure):
         self._tasks = set()         # running async endpoint calls (held: see _hold)
         self._busy = False          # an async endpoint holds the turn (see _in_turn)
         self._waiting = deque()     # messages that arrived meanwhile, in order
+        self._control = deque()     # children's failures to supervise first
+        self._held = ()             # messages a guard kept during __init__ (init_guard)
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name=f"actor-{name}[{rank.rank}]")
 
@@ -125,9 +145,52 @@ class ActorHost(ActorFailure):
             return
         self.sock = sock
         is_async = False
+        refused = spawn_refusal()
+        if refused is None and proc_setup._GATE is not None:  # bootstrap= runs first
+            refused = proc_setup.hold_until_set_up(self.name, self.addr, self.owner)
+        if refused is not None:
+            # The setup raised, or an actor of this proc failed: every call gets that
+            # error (as Monarch's); this actor never runs and nothing is reported to
+            # supervision.
+            self.failed = self.init_error = refused
+            self._frames = None
+            self.cleaned.set()
+        else:
+            is_async = self._construct(sock)
+        self.inst.sync = not is_async
+        tel = _telemetry()          # telemetry: asked once per actor, never per message
+        if tel is not None and self.init_error is None:
+            self._handle = traced_endpoints.instrument(self, tel)
         try:
-            if proc_setup._GATE is not None:     # spawn_procs(bootstrap=...) runs first
-                proc_setup.hold_until_set_up(self.name, self.addr, self.owner)
+            if is_async and self.init_error is None:
+                self._run_async(sock)
+            else:
+                self._run_sync(sock)
+        except node.closed_errors:
+            pass
+        finally:
+            sock.close(linger=0)
+
+    def _construct(self, sock) -> bool:
+        """Unpickle the class and arguments and run ``__init__`` (a failure fails the
+        actor); whether its endpoints are async.  Meanwhile a guard answers a stop
+        (:mod:`.init_guard`); what it kept is handled first (``_held``)."""
+        guard = InitGuard(self, sock)
+        guard.arm()
+        try:
+            return self._init()
+        finally:
+            self._held = guard.disarm()
+            if isinstance(self.failed, MeshStoppedError):    # stopped meanwhile
+                if self.actor is not None:
+                    self._cleanup(None)
+                self._drop_instance()
+                self.cleaned.set()
+
+    def _init(self) -> bool:
+        node = self.node
+        is_async = False
+        try:
             with _DECODE_LOCK:
                 cls, args, kwargs = node.decode(*self._frames)
             self._frames = None
@@ -146,25 +209,16 @@ class ActorHost(ActorFailure):
             self.init_error = ActorError(picklable(e), format_exc(e), self.name,
                                          self.rank.rank, "__init__")
             self._die(f"__init__ raised {one_line(e)}", e, format_exc(e), cleanup=False)
-        self.inst.sync = not is_async
-        tel = _telemetry()          # telemetry: asked once per actor, never per message
-        if tel is not None and self.init_error is None:
-            self._handle = traced_endpoints.instrument(self, tel)
-        try:
-            if is_async and self.init_error is None:
-                self._run_async(sock)
-            else:
-                self._run_sync(sock)
-        except node.closed_errors:
-            pass
-        finally:
-            sock.close(linger=0)
+        return is_async
 
     def _run_sync(self, sock) -> None:
         # A lone call is handled and answered at once; calls found already queued
         # behind it are handled as a corked burst (their replies leave together).
         node = self.node
         recv, handle, again = node.recv, self._handle, node.again_errors
+        held, self._held = self._held, ()
+        for frames in held:             # kept during __init__ (init_guard): first
+            handle(frames)
         while True:
             handle(recv(sock))
             try:
@@ -187,27 +241,33 @@ class ActorHost(ActorFailure):
         import asyncio  # deferred: import time (only async actors need asyncio)
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+        self._loop = loop
         handle = self._handle
         recv = self.node.recv
         again, closed = self.node.again_errors, self.node.closed_errors
         waiting = self._waiting
 
+        def take(frames):
+            if self._busy and not _supervision(frames):
+                waiting.append(frames)          # one message at a time
+                return
+            body = handle(frames, loop)
+            if body is not None:                # an endpoint to await first
+                self._busy = True
+                self._hold(loop.create_task(self._in_turn(body, loop)))
+
         def drain():          # to EAGAIN (ZMQ_FD is edge-triggered)
             try:
                 while True:
-                    frames = recv(sock, 1)              # 1: NOBLOCK
-                    if self._busy:                      # one message at a time
-                        waiting.append(frames)
-                        continue
-                    body = handle(frames, loop)
-                    if body is not None:                # an endpoint to await first
-                        self._busy = True
-                        self._hold(loop.create_task(self._in_turn(body, loop)))
+                    take(recv(sock, 1))         # 1: NOBLOCK
             except again:
                 pass
             except closed:
                 loop.stop()
 
+        held, self._held = self._held, ()
+        for frames in held:                     # kept during __init__: first
+            loop.call_soon(take, frames)
         fd = sock.fileno() if isinstance(sock, unixsock.Inbox) else sock.getsockopt(14)  # ZMQ_FD
         loop.add_reader(fd, drain)
         loop.call_soon(drain)
@@ -241,6 +301,8 @@ class ActorHost(ActorFailure):
         """Handle one message; for an async endpoint that must run to its end before
         the next message, return its coroutine (the caller awaits it), else None."""
         node = self.node
+        if self._control:                   # a child's failure comes first
+            self._take_control((), loop)
         try:
             (method, raddr, port_id, rank, rkey, ext), payload = unpack_call(frames[0])
         except Exception as e:  # noqa: BLE001 - a malformed record fails alone
@@ -307,11 +369,17 @@ class ActorHost(ActorFailure):
         try:
             result = await fn(self.actor, *args, **kwargs)
         except BaseException as e:
-            if isinstance(self.failed, MeshStoppedError):   # cancelled by the stop
+            if self.failed is not None:     # cancelled by the actor's stop or failure
                 if port_id:
                     self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
                 return
             self._fail(e, raddr, port_id, rank, rkey, method, explicit)
+            return
+        if self.failed is not None and _cancelled():
+            # the stop or failure cancelled it and the body swallowed that (asyncio's
+            # wait_for can): its caller gets the actor's state, as if it had ended
+            if port_id:
+                self.node.reply(raddr, port_id, rank, False, self.failed, rkey)
             return
         debugged_call_over()
         if port_id and not explicit:

@@ -10,7 +10,16 @@ from monarch_cy import _config
 from monarch_cy._actor.base import state
 from monarch_cy._actor.model.actor import _message
 
-__all__ = ["call_with_timeout", "supervise_timeout"]
+__all__ = ["call_with_timeout", "supervise_timeout", "one_line"]
+
+
+def one_line(exc) -> str:
+    """``Type: text`` of ``exc`` on one line (its type alone when the text is empty)."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001
+        text = "<str() failed>"
+    return f"{type(exc).__qualname__}: {text}" if text else type(exc).__qualname__
 
 
 def supervise_timeout() -> float:

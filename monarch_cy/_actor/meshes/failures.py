@@ -13,13 +13,13 @@ from __future__ import annotations
 import pickle
 
 from monarch_cy._actor.base import client_faults, state as _state
-from monarch_cy._actor.base.failure import (MeshFailure, actor_who, failure_mesh_name,
-                                            undeliverable, with_tail)
+from monarch_cy._actor.base.failure import (PROC_STOPPED, MeshFailure, actor_who,
+                                            failure_mesh_name, undeliverable, with_tail)
 from monarch_cy._actor.base.shape import Extent, Point
 from monarch_cy._actor.launch.proc_output import note_failure, tail_of
 from monarch_cy._actor.meshes import respawn
 from monarch_cy._actor.meshes.proc_state import addrs_on, broadcast_dead
-from monarch_cy._actor.model.actor import post_to
+from monarch_cy._transport.protocol import SUPERVISE_ACTOR, pack
 
 __all__ = ["on_exit", "on_silent", "handle_supervise", "handle_seen",
            "handle_undeliverable", "maybe_restart", "describe_exit"]
@@ -57,11 +57,15 @@ def _proc_down(node, proc, cause: str) -> None:
         addrs=(proc.key,))
     handled = maybe_restart(node, st, failure)
     if st.supervisor is not None and not handled:
-        post_to(node, st.supervisor, "__supervise__", failure)   # the asking actor's
+        actor, where = st.supervisor                  # the asking actor's
+        node.send(where, [pack((SUPERVISE_ACTOR, actor, "", 0, None),
+                               pickle.dumps(failure))])
         return
-    # The client hears of it as Monarch's does: once per actor mesh on the proc,
-    # named as that mesh's actor (once for the proc mesh when it holds none).
-    for f in [_mesh_failure(rec, proc, cause) for rec in on_it] or [failure]:
+    # The client hears of it as Monarch's does: once per actor mesh of its own on
+    # the proc, named as that mesh's actor (once for the proc mesh when it holds
+    # none).  Meshes an actor spawned reach that actor (host/child_failures.py).
+    mine = [rec for rec in on_it if not rec.owner or rec.owner[0] == "client"]
+    for f in [_mesh_failure(rec, proc, cause) for rec in mine] or [failure]:
         client_faults.client_failure(node, f, (proc.key,) + f.addrs, st, handled,
                                      ended > 0)
 
@@ -94,7 +98,7 @@ def on_exit(node, proc, code: int) -> None:
         if proc.replaced:
             pass                      # a respawn killed it and owns what follows
         elif st.stopped:
-            cause = "proc mesh stopped"
+            cause = PROC_STOPPED
             addrs = addrs_on(st, proc.rank, proc)
             node.proc_failed(proc.key, cause, addrs)
             broadcast_dead(node, proc, cause, addrs)

@@ -200,7 +200,7 @@ class HostMesh(MeshTrait):
                 fut = pm.stop()
             except Exception as e:  # noqa: BLE001 - the Future carries it
                 fut = Future._resolved(exc=e)
-            fut.add_done_callback(one)
+            fut._then(one)
         return out
 
     def _abandon(self) -> None:

@@ -27,7 +27,7 @@ def _spawn_for(node, data, extras):
     hosts = host_refs.lookup(uid)
     pm = HostMesh(shape, hosts, _owned=False, _bootstrap=boot).spawn_procs(**kwargs)
     if actor:
-        pm._state.supervisor = actor          # its failures go to that actor
+        pm._state.supervisor = (actor, asker)     # its failures go to that actor
     return pm
 
 
@@ -60,4 +60,4 @@ def handle_mesh_ctl(node, hdr, data, extras) -> None:
                    ValueError(f"no proc mesh {mesh_id} here for {op!r}"), rkey)
         return
     fut = stop_procs(node, st)
-    fut.add_done_callback(lambda f: node.reply(raddr, port, None, True, None, rkey))
+    fut._then(lambda f: node.reply(raddr, port, None, True, None, rkey))

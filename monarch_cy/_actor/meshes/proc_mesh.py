@@ -42,7 +42,7 @@ from monarch_cy._errors import ForeignJobError, MeshStoppedError, SupervisionErr
 from monarch_cy._actor.base import client_faults
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.addresses import alloc_addr
-from monarch_cy._actor.base.failure import new_mesh_uid
+from monarch_cy._actor.base.failure import failure_mesh_name, new_mesh_uid
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.base.shape import MeshTrait, Shape
 from monarch_cy._actor.cast.tree import use_tree
@@ -125,6 +125,11 @@ class ProcMesh(MeshTrait):
         st = self._state
         if st.stopped:
             raise RuntimeError("`ProcMesh` has already been stopped")     # Monarch's
+        if st.setup is not None:
+            from monarch_cy._actor.host import proc_setup  # deferred: import time (wire)
+            err = proc_setup.failed(st.setup)
+            if err is not None:
+                raise err                       # its bootstrap raised (Monarch's)
         node = get_node()
         granks = self._shape.global_ranks()
         procs = [self._procs[g] for g in granks]
@@ -143,9 +148,14 @@ class ProcMesh(MeshTrait):
         ext = self._shape.extent
         # who owns the actors, and (for context().actor_instance.proc_mesh) this mesh
         sh = self._shape
+        spawner = _state.HOSTS.get(context().actor_instance.addr)
+        # (kind, address, the proc mesh, the mesh's id, how failure texts name the
+        # spawner, the spawner's process: where its actors' failures go)
         owner = _owner(node) + ((st.owner or node.addr, st.mesh_id, st.name,
                                  (sh.labels, sh.offset, sh.sizes, sh.strides)),
-                                new_mesh_uid())
+                                new_mesh_uid(),
+                                spawner.who if spawner is not None else "<root>",
+                                node.key)
         # spawned inside a worker: its own counter, so tag the addresses with its pid
         tag = "" if node.is_controller else f"w{os.getpid()}."
         given, addrs = addrs, []
@@ -168,9 +178,11 @@ class ProcMesh(MeshTrait):
                 _state.ACTOR_HOME[addr] = (st, g)
         mesh = ActorMesh(name, cls, eps, plain, addrs, keys,
                          Shape.dense(ext.labels, ext.sizes), st)
-        spawner = _state.HOSTS.get(context().actor_instance.addr)
         if spawner is not None:
-            spawner.children.append(mesh)    # stopped with its owner (as Monarch's)
+            # stopped with its owner, and supervised by it (as Monarch's)
+            mesh._failure_name = failure_mesh_name(name, owner)
+            mesh._owner_at = (node.key, spawner.who, mesh._failure_name)
+            spawner.children.append(mesh)
         return mesh
 
     @property

@@ -56,7 +56,7 @@ class _State:
         self.restarts = 0
         self.respawn_lock = threading.Lock()
         self.owner = None              # remote view (see .handles): the owner's address
-        self.supervisor = None         # address of the actor that asked for these procs
+        self.supervisor = None         # (actor addr, its proc) that asked for these procs
         self.setup = None              # spawn_procs(bootstrap=...)'s actor mesh or None
         self.stop_exit = None          # fn(proc, exit code): the running stop's (proc_stop)
 

@@ -52,7 +52,7 @@ def stop_procs(node, st) -> Future:
         # theirs, SUPERVISE) may be handled after their exits: it still finds the
         # mesh stopped, not unknown
         node.add_timer(RELEASE_AFTER_S, lambda: release(node, st))
-    fut.add_done_callback(stopped)
+    fut._then(stopped)
     if not live:
         fut._set_result(None)
         return fut

@@ -49,7 +49,7 @@ def spawn_procs_remote(shape, kwargs: dict):
     payload = (shape, kwargs, node.key, inst.addr or None)
     data, extras = node.encode(payload, (node.controller_addr,))
     done = threading.Event()
-    fut.add_done_callback(lambda f: done.set())
+    fut._then(lambda f: done.set())
     node.send(node.controller_addr, [pack((MESH_CTL, "spawn_procs", 0, node.addr, port,
                                            node.key), data), *extras])
     if not done.wait(60):
@@ -65,7 +65,7 @@ def describe_remote(owner: str, mesh_id: int, name: str, timeout: float = 60.0):
     fut = Future._make(None)              # answered to the background inbox
     port = node.register_port(OneCollector(fut, owner, name, None))
     done = threading.Event()
-    fut.add_done_callback(lambda f: done.set())
+    fut._then(lambda f: done.set())
     node.send(owner, [pack((MESH_CTL, "describe", mesh_id, node.addr, port, node.key))])
     if not done.wait(timeout):
         node.drop_port(port)

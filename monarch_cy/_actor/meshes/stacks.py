@@ -102,9 +102,9 @@ def dump_stacks(st, procs, shape: Shape, timeout: float) -> Future:
         node.send(st.owner, [pack((MESH_CTL, "stacks", st.mesh_id, node.addr, port,
                                    node.key), data), *extras])
         out = Future._make(None)
-        fut.add_done_callback(lambda f: out._set_exception(f.exception())
-                              if f.exception() is not None
-                              else out._set_result(ValueMesh(vshape, f.get())))
+        fut._then(lambda f: out._set_exception(f.exception())
+                  if f.exception() is not None
+                  else out._set_result(ValueMesh(vshape, f.get())))
         return out
     entries = [(procs[g], st.name) for g in granks]
 

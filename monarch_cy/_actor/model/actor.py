@@ -28,7 +28,8 @@ __all__ = ["Actor", "ActorMesh", "Context", "ClientContext", "client_context",
 A = TypeVar("A")
 
 # Built-in message names (never endpoints; handled by host.actor_host).
-BUILTIN = frozenset({"__supervise__", "__ready__", "__stop__", "__stop_mesh__"})
+BUILTIN = frozenset({"__supervise__", "__ready__", "__stop__", "__stop_mesh__",
+                     "__orphan__"})
 
 
 def post_to(node, addr: str, method: str, payload=None) -> None:
@@ -142,12 +143,13 @@ def _mesh_class(endpoints) -> type:
 
 
 def _rebuild_actor_mesh(name, cls_name, endpoints, plain, addrs, procs, shape, full,
-                        who_base=None):
+                        who_base=None, owner_at=None):
     state = None
     home = _state.ACTOR_HOME.get(addrs[0]) if addrs else None
     if home is not None:
         state = home[0]
     m = ActorMesh(name, cls_name, endpoints, plain, addrs, procs, shape, state, who_base)
+    m._owner_at = owner_at
     if not full:
         m._set_sliced()
     return m
@@ -186,6 +188,9 @@ class ActorMesh(MeshTrait, Generic[A]):
         self._rr = -1
         self._gr = None
         self._plan = None          # its route down the cast tree (controller, large meshes)
+        # spawned by an actor: (that actor's proc, its name in failure texts, the
+        # mesh's failure name); calls fail once that proc is known dead
+        self._owner_at = None
         d = self.__dict__
         for ep, (explicit, _) in endpoints.items():
             if hasattr(ActorMesh, ep) and ep not in _MESH_PROPERTIES:
@@ -200,6 +205,7 @@ class ActorMesh(MeshTrait, Generic[A]):
     def _new_with_shape(self, shape: Shape) -> "ActorMesh":
         m = ActorMesh(self._name, self._cls_name, self._endpoints, self._plain,
                       self._addrs, self._procs, shape, self._state, self._who_base)
+        m._owner_at = self._owner_at
         m._set_sliced()
         return m
 
@@ -225,7 +231,7 @@ class ActorMesh(MeshTrait, Generic[A]):
     def __reduce__(self):
         return (_rebuild_actor_mesh, (self._name, self._cls_name, self._endpoints,
                                       self._plain, self._addrs, self._procs, self._shape,
-                                      self._full, self._who_base))
+                                      self._full, self._who_base, self._owner_at))
 
     def _who(self, g: int) -> str:
         """Monarch's name, in failure texts, of the actor at rank ``g`` of the mesh as
@@ -250,8 +256,12 @@ class ActorMesh(MeshTrait, Generic[A]):
 
     @property
     def initialized(self):
-        """A resolved Future (actors are ready as soon as spawn returns)."""
-        return Future._resolved(None)
+        """A Future of None resolved once every actor of this mesh has been
+        constructed (its ``__init__`` returned), or raising the first error: the
+        actor's failure, or the spawn's refusal (Monarch's ``error spawning actor
+        mesh``, on a proc where an actor has failed).  Calls need not wait for it:
+        each is handled after ``__init__`` anyway."""
+        return Future._once(Endpoint(self, "__ready__", False).call(), None)
 
     def stop(self, reason: str = "stopped by client"):
         """Stop these actors (not their procs): each one finishes the messages sent

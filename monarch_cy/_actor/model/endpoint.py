@@ -30,6 +30,7 @@ from monarch_cy._checks import check_timeout
 from monarch_cy._errors import MeshStoppedError, MessageTooLargeError, SupervisionError
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.base.client_faults import note_seen as _seen
+from monarch_cy._actor.base.failure import owner_lost
 from monarch_cy._actor.base.future import Future
 from monarch_cy._actor.cast import reduce as tree_reduce, router as cast_router, \
     tree as cast_tree
@@ -67,6 +68,17 @@ def _check_self(mesh, granks, collector) -> None:
         futs = getattr(collector, "futs", None) or [collector.fut]
         for f in futs:
             f._self_wait = f"{inst.actor_id} calling {mesh._name}"
+
+
+def _owner_lost(node, mesh, rank=None):
+    """The ``SupervisionError`` of a call on ``mesh`` once the actor that spawned it
+    is known to have died with its process (its actors stop then:
+    :mod:`monarch_cy._actor.host.child_failures`), else None."""
+    proc, who, name = mesh._owner_at
+    cause = _proc_failure(node, proc)
+    if cause is None:
+        return None
+    return SupervisionError(mesh._name, rank, owner_lost(who, name, cause), who=who)
 
 
 class EndpointProperty(Generic[P, R]):
@@ -202,6 +214,14 @@ class Endpoint(RoutedSend, Generic[P, R]):
     def _send_any(self, node, granks, procs, collector, args, kwargs, want_reply, direct,
                   reply_to, ext, reduce):
         mesh = self._mesh
+        if mesh._owner_at is not None:
+            lost = _owner_lost(node, mesh)
+            if lost is not None:        # every rank fails with it; nothing is sent
+                if want_reply and collector is not None:
+                    for local in range(len(granks)):
+                        if collector.deliver(local, False, lost):
+                            break
+                return 0
         if want_reply:
             _check_self(mesh, granks, collector)
         if node.is_controller:
@@ -287,6 +307,11 @@ class Endpoint(RoutedSend, Generic[P, R]):
             raise MeshStoppedError(mesh._name, None, "stopped by client",
                                    f"{mesh._name}.{self._name}()", mesh._who(g))
         proc = mesh._procs[g]
+        if mesh._owner_at is not None:
+            lost = _owner_lost(node, mesh, g)
+            if lost is not None:
+                lost.endpoint = f"{mesh._name}.{self._name}()"
+                return Future._resolved(exc=lost)
         if cast_router.ROUTERS and node.is_controller and \
                 mesh._addrs[0] in cast_router.ROUTERS:       # cast down a tree before
             fut = _make(node)

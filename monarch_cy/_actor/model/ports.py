@@ -6,7 +6,8 @@ id are delivered to it by the pumping thread, in arrival order.  Collectors:
 
 * :class:`OneCollector` -- one reply resolves a Future (``call_one``, ``choose``);
 * :class:`GatherCollector` -- n replies make a ValueMesh (``call``); the first error
-  fails the whole call;
+  fails the whole call (an actor's failure once the other ranks have answered, or
+  :data:`FAILED_GRACE_S` later);
 * :class:`StreamCollector` -- n futures resolved in arrival order (``stream``);
 * :class:`AccumCollector` -- folds replies as they arrive (``Accumulator``);
   :class:`ReduceCollector` also joins folds made on the way back (``merge=``);
@@ -106,8 +107,16 @@ class ChooseCollector(OneCollector):
     adverb = "choose"
 
 
+#: Seconds a ``call`` whose first error is an actor's failure waits for the other
+#: ranks before it raises it: actors that fail together (a failing broadcast, a bad
+#: input) have then all reached their owner's ``__supervise__`` when the caller sees
+#: the failure.  Only the failure path waits, and only while ranks are unanswered.
+FAILED_GRACE_S = 0.25
+
+
 class GatherCollector(BaseCollector):
-    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got", "call", "who")
+    __slots__ = ("fut", "shape", "values", "left", "procs", "actor", "got", "call", "who",
+                 "failed", "lock")
     adverb = "call"
     streaming = False          # nothing is resolved before the last reply
 
@@ -118,10 +127,27 @@ class GatherCollector(BaseCollector):
         self.values = [None] * n
         self.got = [False] * n
         self.left = n
+        self.failed = None         # an actor's failure, raised once the grace ends
 
     def deliver(self, rank, ok, value) -> bool:
+        if self.failed is not None:               # within FAILED_GRACE_S
+            if not self.got[rank]:
+                self.got[rank] = True
+                self.left -= 1
+            if self.left == 0:
+                self._fail(self.failed)
+                return True
+            return False
         if not ok:
-            self.fut._set_exception(_err(value, self.call))
+            err = _err(value, self.call)
+            if type(err) is SupervisionError and self.left > 1 and not self.got[rank]:
+                self.got[rank] = True
+                self.left -= 1
+                self.failed = err
+                self.lock = threading.Lock()
+                _state.get_node().add_timer(FAILED_GRACE_S, lambda: self._fail(err))
+                return False
+            self.fut._set_exception(err)
             return True
         if not self.got[rank]:
             self.got[rank] = True
@@ -137,6 +163,8 @@ class GatherCollector(BaseCollector):
         replies that are results and unpickle here, and returns ``(how many it took,
         done)``; the caller hands the rest to :meth:`deliver` one by one (an error,
         or a value that does not unpickle, fails the call there)."""
+        if self.failed is not None:
+            return 0, False         # within the failure's grace: deliver() counts them
         got, values, loads = self.got, self.values, pickle.loads
         took = left = 0
         for rank, ok, data in items:
@@ -157,11 +185,20 @@ class GatherCollector(BaseCollector):
             return took, True
         return took, False
 
+    def _fail(self, exc) -> None:
+        """End the grace: raise ``exc`` (once; the timer and a delivering thread may
+        both get here)."""
+        with self.lock:
+            self.fut._set_exception(exc)
+
     def proc_failed(self, proc, cause, failed_rank=None) -> bool:
         for r, p in enumerate(self.procs):
             if p == proc and not self.got[r]:
-                self.fut._set_exception(_failed(self.actor, r, cause, self.call,
-                                                self.who, failed_rank))
+                exc = _failed(self.actor, r, cause, self.call, self.who, failed_rank)
+                if self.failed is not None:
+                    self._fail(self.failed)
+                else:
+                    self.fut._set_exception(exc)
                 return True
         return False
 

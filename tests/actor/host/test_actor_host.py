@@ -18,9 +18,9 @@ from _bad_results import AsyncBadResults, BadResults
 T = 20
 
 
-@pytest.fixture(scope="module")
-def bad(procs):
-    return procs.slice(gpus=slice(0, 2)).spawn("bad_results", BadResults)
+@pytest.fixture
+def bad(procs, name):
+    return procs.slice(gpus=slice(0, 2)).spawn(name, BadResults)
 
 
 @pytest.mark.parametrize("exc_name", ["ValueError", "RuntimeError", "KeyError"])
@@ -78,7 +78,7 @@ def test_argument_that_refuses_to_pickle_raises_its_error_naming_the_endpoint(ba
         bad.count.call(RefusesToPickle(exc_type))
     assert type(ei.value) is exc_type
     assert ei.value.__notes__ == [
-        "(raised while pickling the arguments of endpoint bad_results.count)"]
+        f"(raised while pickling the arguments of endpoint {bad._name}.count)"]
     with pytest.raises(TypeError, match="too deeply"):
         bad.slice(gpus=0).count.call_one(__import__("_bad_results").nested(200_000))
     assert isinstance(bad.slice(gpus=0).count.call_one().get(T), int)

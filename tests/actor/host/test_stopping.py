@@ -9,7 +9,7 @@ import time
 import pytest
 
 from _actors import Finalizable
-from monarch_cy.actor import this_host
+from monarch_cy.actor import Actor, endpoint, this_host
 
 
 @pytest.mark.parametrize("start", ["fork", "exec"])
@@ -52,3 +52,54 @@ def test_stopping_an_actor_stops_the_meshes_it_spawned_first(tmp_path):
         far.ok.call().get(10)
     pm.stop().get(20)
     other.stop().get(20)
+
+
+class _Finalized:
+    """Writes "finalized" through a file it opened early (builtins such as ``open``
+    may be gone when the interpreter finalizes)."""
+
+    def __init__(self, path):
+        self.file = open(path, "w")
+
+    def __del__(self):
+        self.file.write("finalized")
+        self.file.close()
+
+
+_sentinel = None                # set in the proc by GlobalHolder: a global of its module
+
+
+class GlobalHolder(Actor):
+    """Puts a finalizer in a global of *its own module*: the module its endpoints'
+    functions are globals of, so an actor thread holding those functions after the
+    stop would keep the global alive past finalization."""
+
+    def __init__(self, path):
+        global _sentinel
+        _sentinel = _Finalized(path)
+
+    @endpoint
+    def pid(self):
+        return os.getpid()
+
+
+@pytest.mark.parametrize("method", ["pid", "apid"])
+def test_a_global_of_the_actors_own_module_is_finalized_on_stop(tmp_path, method):
+    path = tmp_path / "marker"
+    path.write_text("not finalized")
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    holder = pm.spawn("holder", GlobalHolder, str(path)) if method == "pid" else \
+        pm.spawn("aholder", AsyncGlobalHolder, str(path))
+    getattr(holder, method).call_one().get(30)
+    pm.stop().get(20)
+    assert path.read_text() == "finalized"
+
+
+class AsyncGlobalHolder(Actor):
+    def __init__(self, path):
+        global _sentinel
+        _sentinel = _Finalized(path)
+
+    @endpoint
+    async def apid(self):
+        return os.getpid()

@@ -8,10 +8,10 @@ import pytest
 from monarch_cy.actor import ActorError, Channel, Endpoint, as_endpoint
 
 
-@pytest.fixture(scope="module")
-def plain(procs):
+@pytest.fixture
+def plain(procs, name):
     from _actors import PlainMethods
-    return procs.spawn("plain_methods", PlainMethods)
+    return procs.spawn(name, PlainMethods)
 
 
 def test_plain_method_is_not_an_endpoint_until_wrapped(plain):

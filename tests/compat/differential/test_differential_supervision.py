@@ -1,0 +1,41 @@
+"""Differential scenarios of supervision across processes and of actor lifecycles
+(issue 40): each runs on torchmonarch 0.7.0 and on monarch_cy and the records must be
+equal (see harness.py; a scenario that disagrees is a strict xfail with the reason)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+SCENARIOS = [
+    pytest.param("supervise_remote.py", ("true",), id="supervise_remote-handled"),
+    pytest.param("supervise_remote.py", ("false",), id="supervise_remote-unhandled"),
+    pytest.param("supervise_remote.py", ("raise",), id="supervise_remote-raises"),
+    pytest.param("init_forever.py", (), id="init_forever"),
+    pytest.param("bootstrap_failure.py", (), id="bootstrap_failure"),
+    pytest.param("spawn_after_failure.py", (), id="spawn_after_failure"),
+    pytest.param("cancel_before_cleanup.py", (), id="cancel_before_cleanup"),
+    pytest.param("abort_no_reason.py", (), id="abort_no_reason"),
+    pytest.param("spawn_procs_in_endpoint.py", (), id="spawn_procs_in_endpoint"),
+]
+
+
+@pytest.fixture(scope="session")
+def reference():
+    why = harness.reference_unavailable()
+    if why:
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("scenario,args", SCENARIOS)
+def test_scenario(reference, scenario, args):
+    diffs, ref, cy, raw = harness.run_scenario(scenario, args)
+    assert not diffs, harness.report(scenario, args, diffs, ref, cy, raw)
