@@ -79,12 +79,6 @@ class JobState:
     def __getitem__(self, name):
         return getattr(self, name)
 
-    @property
-    def _hosts(self) -> dict:
-        """The meshes by name (Monarch's attribute; Monarch's own test helpers shut
-        each down through it)."""
-        return self._meshes
-
     def __iter__(self):
         return iter(self._hosts)
 
