@@ -12,7 +12,7 @@ that same loop, never in another thread:
 * A stop (``__stop__``, ``__stop_mesh__``): the actor's running tasks (endpoints,
   ``@concurrent_endpoint`` bodies, a pending ``__supervise__``) are cancelled and
   have ended (at most ``supervise_timeout()``) *before* ``__cleanup__(None)`` runs
-  on the loop; then the instance is dropped, ``stopped`` is set and the stopper is
+  on the loop (an ``async def`` one bounded by ``MONARCH_CY_CLEANUP_TIMEOUT``); then the instance is dropped, ``stopped`` is set and the stopper is
   answered.
 * A failure (an endpoint with nowhere to reply raised, an unhandled child failure,
   ``abort``): the same cancellation, then ``__cleanup__(exc)``, then the owner hears
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from monarch_cy import _config
 from monarch_cy._log import logger
 from monarch_cy._actor.host.supervise_call import one_line, supervise_timeout
 
@@ -137,7 +138,8 @@ class LoopLifecycle:
 
     async def _cleanup_on_loop(self, exc) -> None:
         """``__cleanup__(exc)`` on the loop (``async def`` ones bounded by
-        ``supervise_timeout()``); a failure of it is logged."""
+        ``MONARCH_CY_CLEANUP_TIMEOUT``, Monarch's ``cleanup_timeout``); a failure of it
+        is logged."""
         import asyncio  # deferred: import time (only async actors get here)
         import inspect  # deferred: as above
         try:
@@ -146,7 +148,7 @@ class LoopLifecycle:
             if fn is not None:
                 v = fn(self.actor, exc)
                 if inspect.isawaitable(v):
-                    await asyncio.wait_for(v, supervise_timeout())
+                    await asyncio.wait_for(v, _config.cleanup_timeout())
         except BaseException as e:  # noqa: BLE001 - logged; the stop goes on
             _log.error("actor %s: __cleanup__ failed: %s", self.inst.actor_id,
                        one_line(e))
