@@ -18,6 +18,11 @@ them with these two classes.  Here:
   ``PythonTask`` awaiting it; any number of waiters.  ``Shared[T]`` is allowed in
   annotations.
 
+A task spawned (or a function run with ``spawn_blocking``) inside an actor sees that
+actor's :func:`~monarch_cy.actor.context`, the same object, as Monarch's tasks inherit
+its context: each step of the coroutine (each call of the function) runs with the
+spawning actor current on the thread that runs it.
+
 Importing this module imports only the standard library.
 """
 
@@ -110,7 +115,7 @@ class PythonTask:
         return coro
 
     def spawn(self) -> Shared:
-        coro = self._take()
+        coro = _as_spawner(self._take())
 
         async def run():
             return await coro
@@ -127,6 +132,9 @@ class PythonTask:
     def spawn_blocking(fn: Callable[[], Any]) -> Shared:
         if not callable(fn):
             raise TypeError(f"PythonTask.spawn_blocking takes a callable, not {fn!r}")
+        inst = _spawning_actor()
+        if inst is not None:
+            fn = _with_actor(fn, inst)
         return Shared(_blocking_pool().submit(fn))
 
     @staticmethod
@@ -141,6 +149,58 @@ class PythonTask:
             fut = min(done, key=lambda f: running[f])
             return fut.result(), running[fut]
         return PythonTask(first())
+
+
+def _spawning_actor():
+    from monarch_cy._actor.base import state  # deferred: import time (the runtime)
+    return getattr(state.local, "instance", None)
+
+
+def _with_actor(fn: Callable[[], Any], inst) -> Callable[[], Any]:
+    from monarch_cy._actor.base import state  # deferred: as above
+
+    def call():
+        prev = getattr(state.local, "instance", None)
+        state.local.instance = inst
+        try:
+            return fn()
+        finally:
+            state.local.instance = prev
+    return call
+
+
+class _AsActor:
+    """Awaitable driving ``coro`` with the actor ``inst`` current on the thread that
+    runs each of its steps (restored after each)."""
+
+    __slots__ = ("_coro", "_inst")
+
+    def __init__(self, coro: Awaitable, inst) -> None:
+        self._coro, self._inst = coro, inst
+
+    def __await__(self):
+        from monarch_cy._actor.base import state  # deferred: as above
+        local, inst = state.local, self._inst
+        it = self._coro.__await__()
+        value, exc = None, None
+        while True:
+            prev = getattr(local, "instance", None)
+            local.instance = inst
+            try:
+                step = it.throw(exc) if exc is not None else it.send(value)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                local.instance = prev
+            try:
+                value, exc = (yield step), None
+            except BaseException as e:  # noqa: BLE001 - passed into the coroutine
+                value, exc = None, e
+
+
+def _as_spawner(coro: Awaitable) -> Awaitable:
+    inst = _spawning_actor()
+    return coro if inst is None else _AsActor(coro, inst)
 
 
 async def _aw(task: PythonTask):

@@ -73,3 +73,40 @@ def test_a_pending_handle_assigned_to_a_host_mesh_reaches_its_slices():
         assert sliced._hy_host_mesh.block_on().region == sliced.region
     finally:
         hm._inner_host_mesh = saved
+
+
+def _spawner_class():
+    """An actor whose tasks read context() (made in a function: it travels by value)."""
+    from monarch_cy.actor import Actor, context, endpoint
+
+    class Spawner(Actor):
+        @endpoint
+        def same_context(self) -> list:
+            cx = context()
+            seen = []
+
+            async def task():
+                seen.append(cx is context())
+                await asyncio.sleep(0.01)            # resumed: still this actor's
+                seen.append(cx is context())
+
+            PythonTask.from_coroutine(task()).spawn().block_on()
+            PythonTask.spawn_blocking(lambda: seen.append(cx is context())).block_on()
+            return seen + [context() is cx]
+    return Spawner
+
+
+def test_tasks_spawned_by_an_actor_see_its_context():
+    from monarch_cy.actor import context, this_host
+    pm = this_host().spawn_procs()
+    try:
+        got = pm.spawn("spawner", _spawner_class()).same_context.call_one().get(30)
+        assert got == [True, True, True, True]
+    finally:
+        pm.stop().get(30)
+    # outside an actor, a task sees the client's context
+    client = context()
+
+    async def read():
+        return context() is client
+    assert PythonTask.from_coroutine(read()).block_on() is True

@@ -304,7 +304,7 @@ class ActorInstance:
     """
 
     __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync",
-                 "host", "_pm", "_children")
+                 "host", "_pm", "_children", "_ctx")
 
     def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
                  addr: str = "", host=None) -> None:
@@ -316,6 +316,7 @@ class ActorInstance:
         self.host = host      # the ActorHost running it (None for the client)
         self._pm = None       # proc_mesh, once asked
         self._children = None
+        self._ctx = None      # its Context, once asked (context() is context())
 
     def _add_child(self, child) -> None:
         """Record a proc mesh this instance spawned (``spawn_procs`` does)."""
@@ -452,7 +453,10 @@ def context() -> Context:
     """The calling actor's context (in the controller: the client instance)."""
     inst = getattr(_local, "instance", None)
     if inst is not None:
-        return Context(inst)
+        ctx = inst._ctx
+        if ctx is None:
+            ctx = inst._ctx = Context(inst)
+        return ctx
     return client_context.get()
 
 
