@@ -11,14 +11,15 @@ Vocabulary
   A failed actor runs ``__cleanup__(exc)`` (not when ``__init__`` failed: there is
   no instance) and then answers every call, pending or new, with
   :class:`SupervisionError`; its proc keeps serving its other actors.
-* The **owner** of an actor mesh is whoever spawned it: an actor (a child mesh
-  spawned with ``this_proc().spawn`` inside an endpoint) or the *client* (the
-  controller's plain code).  Procs are always owned by the client.
-* The owner gets a :class:`MeshFailure`.  An actor owner's ``__supervise__(failure)``
-  runs on its own thread; a truthy result handles it; a falsy result, an exception,
-  no ``__supervise__`` or one that does not return within ``supervise_timeout()``
-  fails the owner in turn (its failure names the child's), which reaches *its*
-  owner, and so on.
+* The **owner** of an actor mesh is whoever spawned it: an actor (a child mesh it
+  spawned inside an endpoint or ``__init__``, on any procs of the job) or the
+  *client* (the controller's plain code).  Procs are always owned by the client.
+* The owner gets a :class:`MeshFailure`, one per failed rank, wherever the child
+  ran (``monarch_cy._actor.host.child_failures``).  An actor owner's
+  ``__supervise__(failure)`` runs on its loop (async actors) or its thread; a truthy
+  result handles it; a falsy result, an exception, no ``__supervise__`` or one that
+  does not return within ``supervise_timeout()`` fails the owner in turn (its failure
+  names the child's), which reaches *its* owner, and so on.
 * By default, as in Monarch, every failure the client owns reaches the hook as soon
   as the client hears of it, one the program already saw as a ``SupervisionError``
   included; only a restart policy (monarch_cy's; Monarch has none) handles it first.

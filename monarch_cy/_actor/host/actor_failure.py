@@ -4,18 +4,24 @@
 * an endpoint raised (:meth:`ActorFailure._fail`): the caller gets an
   :class:`ActorError`, or the actor *fails* (see :mod:`.actor_host` for when), after
   a post-mortem debugger session if a breakpoint paused that call;
-* the actor fails (:meth:`~ActorFailure._die`): ``__cleanup__(exc)``, then its owner
-  hears of it (another actor of this proc through ``__supervise__``, an actor
-  elsewhere or the client through ``SUPERVISE``), and every later call is answered
-  with its ``SupervisionError`` (:meth:`~ActorFailure._when_failed`), a client's call
-  also bounced back as undeliverable (``UNDELIVERABLE``, Monarch's);
-* a child mesh failed (``__supervise__``, :meth:`~ActorFailure._supervise`): a truthy
-  answer handles it, anything else fails this actor in turn, named as Monarch names it;
-* the actor stops (``__stop__``, ``__stop_mesh__``, ``context().actor_instance.stop``):
-  the meshes it spawned stop first, then ``__cleanup__(None)``, then its running tasks
-  are cancelled.
+* the actor fails (:meth:`~ActorFailure._die`): ``__cleanup__(exc)`` (an async
+  actor's tasks cancelled first, :mod:`.loop_lifecycle`), then its owner hears of it
+  (an actor anywhere in the job through ``SUPERVISE_ACTOR`` to its process, whose
+  answer releases the reply to the call that failed this actor; the client through
+  ``SUPERVISE``), and every later call is answered with its ``SupervisionError``
+  (:meth:`~ActorFailure._when_failed`), a client's call also bounced back as
+  undeliverable (``UNDELIVERABLE``, Monarch's).  From then on this worker proc takes
+  no new actors (:func:`spawn_refusal`, Monarch's);
+* a child failed (:meth:`~ActorFailure.supervision_event`, ``__supervise__``): a
+  truthy answer handles it, anything else fails this actor in turn, named as Monarch
+  names it; one that arrives after this actor failed or stopped is dropped;
+* the actor stops (``__stop__``, ``__stop_mesh__``, ``context().actor_instance.stop``,
+  its owner's death: ``__orphan__``): the meshes it spawned stop first, then (an async
+  actor's running tasks cancelled and ended) ``__cleanup__(None)``, then the instance
+  and its endpoints' functions are dropped.
 
-Everything here runs on the actor's own thread (``post`` and ``abort`` from any).
+Everything here runs on the actor's own thread (``post``, ``abort`` and
+``supervision_event`` from any).
 """
 
 from __future__ import annotations

@@ -50,8 +50,9 @@ from monarch_cy._actor.host.actor_failure import (ActorFailure, format_exc, pick
                                                   spawn_refusal)
 from monarch_cy._actor.host.init_guard import InitGuard
 from monarch_cy._actor.host.supervise_call import one_line
-from monarch_cy._actor.model.actor import (BUILTIN, ActorInstance, _message,
-                                           debugged_call_over, endpoint_table)
+from monarch_cy._actor.model.actor import (BUILTIN, ROOT_CREATOR, ActorInstance,
+                                           _message, debugged_call_over,
+                                           endpoint_table)
 from monarch_cy._actor.model.endpoint import EXPLICIT_PLAIN
 from monarch_cy._actor.model.ports import Port
 from monarch_cy._transport import unixsock
@@ -196,6 +197,9 @@ class ActorHost(ActorFailure):
             self._frames = None
             self.who = actor_who(f"{cls.__module__}.{cls.__qualname__}", self.name,
                                  self.rank, self._owner_who())
+            self.inst.class_name = f"{cls.__module__}.{cls.__qualname__}"
+            owner = self.owner
+            self.inst.creator = owner[6] if owner and len(owner) > 6 else ROOT_CREATOR
             eps, _ = endpoint_table(cls)
             interleave = getattr(cls, "_mcy_interleave", False) or _config.interleave()
             for ep_name, (explicit, asy) in eps.items():

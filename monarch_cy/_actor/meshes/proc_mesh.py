@@ -150,12 +150,13 @@ class ProcMesh(MeshTrait):
         sh = self._shape
         spawner = _state.HOSTS.get(context().actor_instance.addr)
         # (kind, address, the proc mesh, the mesh's id, how failure texts name the
-        # spawner, the spawner's process: where its actors' failures go)
+        # spawner, the spawner's process: where its actors' failures go, the spawner
+        # as the actors' creator)
         owner = _owner(node) + ((st.owner or node.addr, st.mesh_id, st.name,
                                  (sh.labels, sh.offset, sh.sizes, sh.strides)),
                                 new_mesh_uid(),
                                 spawner.who if spawner is not None else "<root>",
-                                node.key)
+                                node.key, context().actor_instance._as_creator())
         # spawned inside a worker: its own counter, so tag the addresses with its pid
         tag = "" if node.is_controller else f"w{os.getpid()}."
         given, addrs = addrs, []

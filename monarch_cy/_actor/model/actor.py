@@ -22,6 +22,7 @@ from monarch_cy._actor.model.endpoint import Endpoint, EndpointProperty, NotAnEn
 from monarch_cy._transport.protocol import pack_call
 
 __all__ = ["Actor", "ActorMesh", "Context", "ClientContext", "client_context",
+           "CreatorInstance", "ROOT_CREATOR", "qualified_name",
            "ActorInstance", "context", "current_rank", "current_size", "current_actor_name", "endpoint_table", "check_actor_class",
            "post_to", "BUILTIN", "debugged_call_over"]
 
@@ -290,13 +291,49 @@ class ActorId(str):
         return (ActorId, (str(self), self.actor_name))
 
 
+def qualified_name(ins) -> str:
+    """Monarch's name of an instance and its creators: ``<root>.<module.Class
+    name{'gpus': 0/2}>`` (the client is ``<root>``)."""
+    names = []
+    while ins is not None:
+        prefix = "" if ins.class_name is None else f"{ins.class_name} "
+        names.append(f"<{prefix}{ins.name}{repr(ins.rank) if len(ins.rank) else ''}>")
+        ins = ins.creator
+    return ".".join(reversed(names))
+
+
+class CreatorInstance:
+    """Who spawned an actor (Monarch's ``CreatorInstance``; picklable): ``name``,
+    ``class_name`` (None for the client), ``rank`` (its :class:`Point`) and
+    ``creator`` (its own creator; None for the client).  ``repr`` is its
+    :func:`qualified_name`."""
+
+    __slots__ = ("rank", "name", "class_name", "creator")
+
+    def __init__(self, rank: Point, name: str, class_name, creator) -> None:
+        self.rank, self.name, self.class_name, self.creator = rank, name, class_name, \
+            creator
+
+    def __reduce__(self):
+        return (CreatorInstance, (self.rank, self.name, self.class_name, self.creator))
+
+    def __repr__(self) -> str:
+        return qualified_name(self)
+
+
+#: The client as a creator: what an actor the client spawned has as ``creator``.
+ROOT_CREATOR = CreatorInstance(Point(0, Extent([], [])), "root", None, None)
+
+
 class ActorInstance:
     """What ``context().actor_instance`` describes: the running actor (or client).
 
-    Attributes: ``name`` (the actor mesh's name), ``rank`` (this actor's
-    :class:`Point` in its mesh), ``proc_rank``, ``actor_id`` (``name[rank]``, an
-    :class:`ActorId`),
-    ``creator``.  ``proc`` is this actor's own proc as a proc mesh of one;
+    Attributes: ``name`` (the actor mesh's name; ``root`` for the client, as
+    Monarch's), ``rank`` (this actor's :class:`Point` in its mesh), ``proc_rank``,
+    ``actor_id`` (``name[rank]``, an :class:`ActorId`), ``class_name`` (``module.Class``;
+    None for the client), ``creator`` (a :class:`CreatorInstance`: who spawned it;
+    None for the client).  ``repr``/``str`` is Monarch's :func:`qualified_name`.
+    ``proc`` is this actor's own proc as a proc mesh of one;
     ``proc_mesh`` the proc mesh (as sliced) the actor was spawned on.
     ``_children`` (Monarch's): the proc meshes this actor (or the client) spawned, in
     order, or None before the first; assignable (a test harness trims it), and it
@@ -304,13 +341,14 @@ class ActorInstance:
     """
 
     __slots__ = ("name", "rank", "proc_rank", "actor_id", "creator", "addr", "sync",
-                 "host", "_pm", "_children", "_ctx")
+                 "host", "_pm", "_children", "class_name", "_ctx")
 
     def __init__(self, name: str, rank: Point, proc_rank: int, actor_id: str,
                  addr: str = "", host=None) -> None:
         self.name, self.rank, self.proc_rank = name, rank, proc_rank
         self.actor_id = ActorId(actor_id, name)
         self.creator = None
+        self.class_name = None
         self.addr = addr      # this actor's socket: a sync actor must not wait on itself
         self.sync = False
         self.host = host      # the ActorHost running it (None for the client)
@@ -378,8 +416,14 @@ class ActorInstance:
                                "to (raise an exception or call sys.exit instead)")
         self.host.abort(reason)
 
+    def _as_creator(self) -> CreatorInstance:
+        """This instance as the creator of the actors it spawns."""
+        if self.host is None:
+            return ROOT_CREATOR
+        return CreatorInstance(self.rank, self.name, self.class_name, self.creator)
+
     def __repr__(self):
-        return f"<ActorInstance {self.actor_id} rank={dict(self.rank)}>"
+        return qualified_name(self)
 
 
 _message = contextvars.ContextVar("monarch_cy_message", default=None)
@@ -422,7 +466,8 @@ class Context:
 
 
 _local = _state.local
-_CLIENT = ActorInstance("client", Point(0, Extent([], [])), -1, "client[0]")
+_CLIENT = ActorInstance("root", Point(0, Extent([], [])), -1, "client[0]")
+_CLIENT.actor_id = ActorId("client[0]", "client")     # Monarch's client address names it
 
 
 def _set_current(inst) -> None:

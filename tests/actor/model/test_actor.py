@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 from _actors import AsyncEcho, AsyncEchoConcurrent, AsyncEchoInterleaved, BadInit, Clash, Echo
-from monarch_cy.actor import Actor, ActorError, ActorMesh, this_proc
+from monarch_cy.actor import Actor, ActorError, ActorMesh, endpoint, this_proc
 
 
 def test_mesh_reference_passed_to_actors(procs, echo, name):
@@ -141,3 +141,36 @@ def test_interleave_env_opts_every_async_actor_in(monkeypatch):
         assert one.order.call_one().get(10) == ["fast", "slow"]
     finally:
         pm.stop().get(20)
+
+
+class Named(Actor):
+    """Reports how Monarch names it: ``str(actor_instance)`` and its creator chain."""
+
+    @endpoint
+    def names(self):
+        from monarch_cy.actor import context
+        inst = context().actor_instance
+        chain, c = [], inst.creator
+        while c is not None:
+            chain.append((c.name, c.class_name))
+            c = c.creator
+        return str(inst), chain
+
+    @endpoint
+    def spawn_named(self, procs):
+        return procs.spawn("inner", Named)
+
+
+def test_instances_are_named_as_monarch_names_them_with_their_creators(procs, name):
+    from monarch_cy.actor import context
+    assert str(context().actor_instance) == "<root>"
+    assert context().actor_instance.name == "root" and context().actor_instance.creator is None
+    outer = procs.slice(gpus=slice(0, 2)).spawn(name, Named)
+    text, chain = outer.slice(gpus=1).names.call_one().get(20)
+    assert text == f"<root>.<test_actor.Named {name}{{'gpus': 1/2}}>"
+    assert chain == [("root", None)]
+    inner = outer.slice(gpus=0).spawn_named.call_one(procs.slice(gpus=slice(3, 4))).get(20)
+    text, chain = inner.names.call_one().get(20)
+    assert text == (f"<root>.<test_actor.Named {name}{{'gpus': 0/2}}>"
+                    ".<test_actor.Named inner{'gpus': 0/1}>")
+    assert chain == [(name, "test_actor.Named"), ("root", None)]
