@@ -40,6 +40,7 @@ __all__ = [
     "MeshIndexError",
     "ForeignJobError",
     "StackDumpError",
+    "DebugIOError",
     "MachineError",
     "ConfigValueError",
     "MessageTooLargeError",
@@ -424,6 +425,14 @@ class StackDumpError(MonarchCyError, RuntimeError):
     """Stacks could not be read (``dump_stacks``, ``monarch-cy stacks``): py-spy is
     missing or may not attach to the proc (ptrace permissions), or no job answered;
     the message says which and what to do."""
+
+
+class DebugIOError(MonarchCyError, RuntimeError):
+    """The debugger's io failed (its user went away); Monarch's name and text."""
+
+    def __init__(self, message: str = "Error encountered during debugger I/O "
+                                      "operation.") -> None:
+        super().__init__(message)
 
 
 # -- remote hosts and scheduler jobs ----------------------------------------------

@@ -19,6 +19,7 @@ public packages re-export their own (``monarch_cy.actor``, ``.rdma``,
     ├── MeshIndexError (IndexError, ValueError)
     ├── ForeignJobError (ValueError)    a handle from another job
     ├── StackDumpError (RuntimeError)   stacks could not be read (py-spy, ptrace)
+    ├── DebugIOError (RuntimeError)     the debugger's io failed (its user went away)
     ├── MachineError (ValueError)       training options this machine cannot meet
     ├── ConfigValueError (TypeError, ValueError)   a bad monarch_cy.config value
     ├── MessageTooLargeError (ValueError)   a message over MONARCH_CY_MAX_MESSAGE_BYTES
@@ -71,6 +72,7 @@ from monarch_cy._errors import (
     ResourceClosedError,
     SchedulerError,
     StackDumpError,
+    DebugIOError,
     SupervisionError,
     UnprovenRuntimeWarning,
     VerbsError,
@@ -99,6 +101,7 @@ __all__ = [
     "MeshIndexError",
     "ForeignJobError",
     "StackDumpError",
+    "DebugIOError",
     "MachineError",
     "ConfigValueError",
     "MessageTooLargeError",

@@ -19,6 +19,8 @@ from __future__ import annotations
 import sys
 from abc import abstractmethod
 
+from monarch_cy._errors import DebugIOError
+
 __all__ = ["DebugIO", "DebugStdIO", "DebugIOError", "LoopIO"]
 
 
@@ -48,13 +50,6 @@ class DebugStdIO(DebugIO):
 
     async def quit(self) -> None:
         pass
-
-
-class DebugIOError(RuntimeError):
-    """The debugger's io failed (its user went away)."""
-
-    def __init__(self) -> None:
-        super().__init__("Error encountered during debugger I/O operation.")
 
 
 class LoopIO:
