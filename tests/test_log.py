@@ -76,5 +76,6 @@ def test_a_failing_cleanup_is_logged_by_the_actor_layer(tmp_path):
     r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
                        env=env, timeout=100)
     assert r.returncode == 0, r.stderr
-    assert "monarch_cy.actor ERROR: actor a[0]: __cleanup__ failed: RuntimeError: boom " \
-           "in cleanup" in r.stderr, r.stderr
+    # logged while the actor runs: Monarch's [actor=...] prefix names it
+    assert "monarch_cy.actor ERROR: [actor=<root>.<__main__.A a{'procs': 0/1}>] actor a[0]: " \
+           "__cleanup__ failed: RuntimeError: boom in cleanup" in r.stderr, r.stderr

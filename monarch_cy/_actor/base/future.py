@@ -227,7 +227,9 @@ class Future(Generic[R]):
         if self._value is not _PENDING:
             return
         aio = sys.modules.get("asyncio")
-        if aio is not None and aio._get_running_loop() is not None:
+        # (getattr: asyncio may be half-imported by another thread right now)
+        running = getattr(aio, "_get_running_loop", None)
+        if running is not None and running() is not None:
             # As Monarch: allowed (a notebook cell runs inside a loop), but it blocks
             # the loop, so other tasks wait and a reply that needs them deadlocks.
             import warnings

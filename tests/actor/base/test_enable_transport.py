@@ -32,7 +32,7 @@ def test_before_the_runtime_starts():
         "enable_transport('tcp://127.0.0.1:1')\n"          # the one in use: a no-op
         "try:\n    enable_transport('ipc')\nexcept RuntimeError as e:\n"
         "    print('late:', 'must be called before any other calls' in str(e))\n")
-    assert out.split("\n") == ["tcp ChannelTransport.TcpWithHostname", "one: True", "3",
+    assert out.split("\n") == ["tcp tcp(Hostname)", "one: True", "3",   # a BindSpec, as Monarch's
                                "late: True"]
 
 
