@@ -36,7 +36,7 @@ from monarch_cy._actor.base import client_faults, state as _state
 from monarch_cy._actor.base.addresses import listen_port, transport
 from monarch_cy._actor.cast import heartbeat as heartbeat_tree, spawn as spawn_tree, \
     stop as stop_tree, tree as cast_tree
-from monarch_cy._actor.host import child_failures, logs
+from monarch_cy._actor.host import child_failures, log_prefix, logs
 from monarch_cy._actor.host.log_sink import LogSink
 from monarch_cy._actor.host.actor_host import handle_spawn
 from monarch_cy._actor.host.stopping import stop_proc
@@ -126,6 +126,7 @@ def make_controller_node(host: str | None = None, secret: bytes | None = None) -
     proc_output.flush_after_cells()          # in Jupyter: output shows in its cell
     node.handlers.update(CONTROLLER_HANDLERS)
     child_failures.install(node)     # proc deaths -> the owning actors of this process
+    log_prefix.install()             # client threads that used context(): [actor=<root>]
     node.start_io_thread()
     job_file.write(rundir, addr, keys.secret)    # monarch-cy stacks finds the job by it
     atexit.register(_shutdown, node)

@@ -7,6 +7,7 @@ layer (``attach_to_workers``) and ``ChannelTransport`` are imported on first use
 """
 
 from monarch_cy._errors import ActorError, MeshIndexError, MeshStoppedError, SupervisionError
+from monarch_cy._actor.base import actor_config as config
 from monarch_cy._actor.base.client_faults import (fault_hook_skips_seen,
                                                   unhandled_fault_hook)
 from monarch_cy._actor.base.failure import MeshFailure
@@ -59,6 +60,7 @@ __all__ = [
     "attach",
     "attach_to_workers",
     "concurrent_endpoint",
+    "config",
     "context",
     "current_actor_name",
     "current_rank",

@@ -16,7 +16,7 @@ EXPECTED = {
     "start_worker_loop_forever",
     "returns_future", "as_endpoint", "enable_transport", "ChannelTransport",
     "get_meter", "span", "traced",
-    "debug_controller",
+    "debug_controller", "config",
 }
 
 

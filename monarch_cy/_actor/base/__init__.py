@@ -3,6 +3,6 @@
 Modules, bottom up: :mod:`.state` (the node, the registries), :mod:`.addresses`,
 :mod:`.transports` (``enable_transport``), :mod:`.shape`, :mod:`.selection`,
 :mod:`.value_mesh`, :mod:`.future`, :mod:`.returns_future`, :mod:`.failure`,
-:mod:`.client_faults`, :mod:`.unsendable` (the error of what cannot be sent).
+:mod:`.client_faults`, :mod:`.actor_config` (``monarch.actor.config``).
 Imports nothing of the actor model above it.
 """

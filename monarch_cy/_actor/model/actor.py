@@ -494,6 +494,13 @@ class ClientContext:
 client_context = ClientContext()
 
 
+#: True in a context (thread, task) that has been given the client's context by
+#: :func:`context`: its log records name ``<root>``, as Monarch's (where ``context()``
+#: sets its ``_context`` variable there).
+client_context_used = contextvars.ContextVar("monarch_cy_client_context_used",
+                                             default=False)
+
+
 def context() -> Context:
     """The calling actor's context (in the controller: the client instance)."""
     inst = getattr(_local, "instance", None)
@@ -502,6 +509,8 @@ def context() -> Context:
         if ctx is None:
             ctx = inst._ctx = Context(inst)
         return ctx
+    if not client_context_used.get():
+        client_context_used.set(True)
     return client_context.get()
 
 

@@ -1,5 +1,5 @@
-"""Records logged inside an actor carry Monarch's ``[actor=...]`` prefix
-(``_actor/host/log_prefix.py``), and the controller's log sink prints held lines
+"""Records logged inside an actor, or in a client thread that used ``context()``,
+carry Monarch's ``[actor=...]`` prefix (``_actor/host/log_prefix.py``), and the controller's log sink prints held lines
 when aggregation is switched off or its window shrinks (``log_sink.py``)."""
 
 from __future__ import annotations
@@ -46,15 +46,53 @@ def test_a_record_made_in_an_actor_names_it(records):
         "|[actor=<root>.<mod.Logger logger_1{'gpus': 0/2}>] "]
 
 
+def _in_a_fresh_thread(fn):
+    """Run ``fn`` in a new thread: a fresh context, where ``context()`` was never
+    used."""
+    import threading
+    t = threading.Thread(target=fn)
+    t.start()
+    t.join()
+
+
 def test_records_outside_actors_are_left_alone(records):
     logger, out = records
-    _state.local.instance = None
     logger.addFilter(lambda r: setattr(r, "actor_prefix", getattr(r, "actor_prefix", "-"))
                      or True)
-    logger.warning("plain")
-    _state.local.instance = types.SimpleNamespace(host=None)     # the client
-    logger.warning("client")
+
+    def body():
+        logger.warning("plain")
+        _state.local.instance = types.SimpleNamespace(host=None)     # the client
+        logger.warning("client")
+    _in_a_fresh_thread(body)
     assert out.getvalue().splitlines() == ["plain|-", "client|-"]
+
+
+def test_a_client_thread_that_used_context_names_root_unless_switched_off(records):
+    """As Monarch's: ``context()`` in a client thread sets its context there, and
+    that thread's records then read ``[actor=<root>] ...``;
+    ``monarch.actor.config.prefix_python_logs_with_actor = False`` turns every
+    prefix off."""
+    from monarch_cy.actor import config, context
+    logger, out = records
+    logger.addFilter(lambda r: setattr(r, "actor_prefix", getattr(r, "actor_prefix", "-"))
+                     or True)
+
+    def body():
+        logger.warning("before")
+        assert str(context().actor_instance) == "<root>"
+        logger.warning("after")
+        config.prefix_python_logs_with_actor = False
+        try:
+            logger.warning("off")
+            _as_actor("<root>.<mod.A a>")
+            logger.warning("actor off")
+        finally:
+            config.prefix_python_logs_with_actor = True
+            _state.local.instance = None
+    _in_a_fresh_thread(body)
+    assert out.getvalue().splitlines() == [
+        "before|-", "[actor=<root>] after|[actor=<root>] ", "off|-", "actor off|-"]
 
 
 class _Node:
