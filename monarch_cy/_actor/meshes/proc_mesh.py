@@ -179,12 +179,25 @@ class ProcMesh(MeshTrait):
                 _state.ACTOR_HOME[addr] = (st, g)
         mesh = ActorMesh(name, cls, eps, plain, addrs, keys,
                          Shape.dense(ext.labels, ext.sizes), st)
+        mesh._pm_desc = owner[2]
         if spawner is not None:
             # stopped with its owner, and supervised by it (as Monarch's)
             mesh._failure_name = failure_mesh_name(name, owner)
             mesh._owner_at = (node.key, spawner.who, mesh._failure_name)
             spawner.children.append(mesh)
         return mesh
+
+    @property
+    def _host_mesh(self):
+        """The host mesh (as sliced) these procs were spawned from (Monarch's
+        attribute: its ``region`` says which hosts), kept with the mesh's state in
+        the process that spawned them (so every slice and view there has it); None
+        elsewhere and for ``this_proc()``."""
+        return getattr(self._state, "host_mesh", None)
+
+    @_host_mesh.setter
+    def _host_mesh(self, host_mesh) -> None:
+        self._state.host_mesh = host_mesh
 
     @property
     def initialized(self) -> Future:

@@ -57,6 +57,7 @@ class _State:
         self.respawn_lock = threading.Lock()
         self.owner = None              # remote view (see .handles): the owner's address
         self.supervisor = None         # (actor addr, its proc) that asked for these procs
+        self.host_mesh = None          # the HostMesh (as sliced) that spawned them, here
         self.setup = None              # spawn_procs(bootstrap=...)'s actor mesh or None
         self.stop_exit = None          # fn(proc, exit code): the running stop's (proc_stop)
 

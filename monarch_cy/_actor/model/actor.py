@@ -144,13 +144,14 @@ def _mesh_class(endpoints) -> type:
 
 
 def _rebuild_actor_mesh(name, cls_name, endpoints, plain, addrs, procs, shape, full,
-                        who_base=None, owner_at=None):
+                        who_base=None, owner_at=None, pm_desc=None):
     state = None
     home = _state.ACTOR_HOME.get(addrs[0]) if addrs else None
     if home is not None:
         state = home[0]
     m = ActorMesh(name, cls_name, endpoints, plain, addrs, procs, shape, state, who_base)
     m._owner_at = owner_at
+    m._pm_desc = pm_desc
     if not full:
         m._set_sliced()
     return m
@@ -192,6 +193,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         # spawned by an actor: (that actor's proc, its name in failure texts, the
         # mesh's failure name); calls fail once that proc is known dead
         self._owner_at = None
+        self._pm_desc = None       # the proc mesh it was spawned on, described (_proc_mesh)
         d = self.__dict__
         for ep, (explicit, _) in endpoints.items():
             if hasattr(ActorMesh, ep) and ep not in _MESH_PROPERTIES:
@@ -207,6 +209,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         m = ActorMesh(self._name, self._cls_name, self._endpoints, self._plain,
                       self._addrs, self._procs, shape, self._state, self._who_base)
         m._owner_at = self._owner_at
+        m._pm_desc = self._pm_desc
         m._set_sliced()
         return m
 
@@ -232,7 +235,8 @@ class ActorMesh(MeshTrait, Generic[A]):
     def __reduce__(self):
         return (_rebuild_actor_mesh, (self._name, self._cls_name, self._endpoints,
                                       self._plain, self._addrs, self._procs, self._shape,
-                                      self._full, self._who_base, self._owner_at))
+                                      self._full, self._who_base, self._owner_at,
+                                      self._pm_desc))
 
     def _who(self, g: int) -> str:
         """Monarch's name, in failure texts, of the actor at rank ``g`` of the mesh as
@@ -254,6 +258,14 @@ class ActorMesh(MeshTrait, Generic[A]):
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def _proc_mesh(self):
+        """The proc mesh (as sliced) this actor mesh was spawned on (Monarch's
+        attribute); in a process that never saw it, its owner is asked once."""
+        if self._pm_desc is None:
+            raise AttributeError("_proc_mesh")
+        return _state.proc_mesh_of(self._pm_desc)
 
     @property
     def initialized(self):

@@ -6,7 +6,8 @@ import pytest
 
 from _actors import Echo, ExitInInit
 from _leakcheck import children
-from monarch_cy.actor import (MeshStoppedError, ProcMesh, SupervisionError, this_host)
+from monarch_cy.actor import (Actor, MeshStoppedError, ProcMesh, SupervisionError,
+                              endpoint, this_host, this_proc)
 
 
 def test_env_and_no_torch(echo):
@@ -135,3 +136,29 @@ def test_message_larger_than_memory(echo, monkeypatch):
         echo.slice(gpus=0).nbytes.call_one(big).get(10)
     monkeypatch.undo()
     assert echo.slice(gpus=0).ping.call_one(1).get(10) == 1
+
+
+class _Spawner(Actor):
+    @endpoint
+    def spawn_on(self, procs):
+        return procs.spawn("child", Echo)
+
+
+def test_an_actor_mesh_knows_its_proc_mesh_and_that_its_host_mesh(name):
+    """Monarch's ``ActorMesh._proc_mesh`` and ``ProcMesh._host_mesh``: where an actor
+    mesh was spawned, and from which hosts (its ``region``), also for a mesh an
+    actor spawned and returned."""
+    hm = this_host()
+    pm = hm.spawn_procs(per_host={"gpus": 2})
+    try:
+        m = pm.spawn(name, Echo)
+        assert m._proc_mesh.sizes == {"gpus": 2}
+        assert m._proc_mesh._host_mesh is hm is pm._host_mesh
+        assert m._proc_mesh._host_mesh.region == hm.region
+        child = pm.slice(gpus=0).spawn("spawner", _Spawner).spawn_on.call_one(
+            pm.slice(gpus=slice(1, 2))).get(20)
+        assert child._proc_mesh.sizes == {"gpus": 1}
+        assert child._proc_mesh._host_mesh is hm          # the client spawned the procs
+    finally:
+        pm.stop().get(10)
+    assert this_proc()._host_mesh is None
