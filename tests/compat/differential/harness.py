@@ -263,3 +263,10 @@ def report(scenario: str, args, diffs, ref, cy, raw) -> str:
         tail = "\n".join(err.strip().splitlines()[-15:])
         lines.append(f"--- {s} exit {code}, stderr tail:\n{tail}")
     return "\n".join(lines)
+
+
+def assert_agree(scenario: str, args=(), **kwargs) -> None:
+    """Run ``scenario`` on both systems (:func:`run_scenario`'s keywords) and fail with
+    :func:`report` unless their records agree."""
+    diffs, ref, cy, raw = run_scenario(scenario, args, **kwargs)
+    assert not diffs, report(scenario, args, diffs, ref, cy, raw)

@@ -8,14 +8,9 @@ record and the normalization rules, and docs/monarch-compat.md, "Differential te
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import harness  # noqa: E402
+import harness  # on the path: conftest.py
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,14 +59,7 @@ SCENARIOS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def reference():
-    why = harness.reference_unavailable()
-    if why:
-        pytest.skip(why)
-
 
 @pytest.mark.parametrize("scenario,args,stderr_patterns", SCENARIOS)
 def test_scenario(reference, scenario, args, stderr_patterns):
-    diffs, ref, cy, raw = harness.run_scenario(scenario, args, stderr_patterns=stderr_patterns)
-    assert not diffs, harness.report(scenario, args, diffs, ref, cy, raw)
+    harness.assert_agree(scenario, args, stderr_patterns=stderr_patterns)

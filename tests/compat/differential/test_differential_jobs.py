@@ -3,14 +3,9 @@ torchmonarch 0.7.0 and on monarch_cy (harness.py), and their records must agree.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import harness  # noqa: E402
+import harness  # on the path: conftest.py
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,14 +23,7 @@ SCENARIOS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def reference():
-    why = harness.reference_unavailable()
-    if why:
-        pytest.skip(why)
-
 
 @pytest.mark.parametrize("scenario,args", SCENARIOS)
 def test_jobs_scenario(reference, scenario, args):
-    diffs, ref, cy, raw = harness.run_scenario(scenario, args)
-    assert not diffs, harness.report(scenario, args, diffs, ref, cy, raw)
+    harness.assert_agree(scenario, args)
