@@ -39,3 +39,12 @@ def io_tree(monkeypatch, tree):
     from monarch_cy._actor.cast import tree as cast_tree
     monkeypatch.setattr(cast_tree, "_NOGIL", False)
     return tree
+
+
+@pytest.fixture
+def hook(monkeypatch):
+    """Replace the client's fault hook; yields the list of failures it received."""
+    import monarch_cy.actor as api
+    got = []
+    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
+    return got

@@ -18,12 +18,6 @@ import monarch_cy.actor as api
 N, K = 16, 4
 
 
-@pytest.fixture
-def hook(monkeypatch):
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
-
 
 @pytest.fixture
 def mesh(monkeypatch, tmp_path, hook):

@@ -3,11 +3,9 @@ texts, and the proc refusing new actors once one of its actors failed."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-import monarch_cy.actor as api
+from _polling import wait_until
 from monarch_cy.actor import Actor, SupervisionError, context, endpoint, this_host
 
 
@@ -30,20 +28,6 @@ class A(Actor):
             context().actor_instance.abort()
 
 
-@pytest.fixture
-def hook(monkeypatch):
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
-
-
-def _wait(cond, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not cond():
-        time.sleep(0.02)
-    return cond()
-
-
 @pytest.mark.parametrize("reason,text", [
     (None, "actor explicitly aborted due to: (no reason provided)"),
     ("omit", "actor explicitly aborted due to: (no reason provided)"),
@@ -55,7 +39,7 @@ def test_abort_texts(procs, name, hook, reason, text):
         a.abort.call_one(reason).get(20)
     except SupervisionError:
         pass                          # the reply races the failure, as in Monarch
-    assert _wait(lambda: hook)
+    assert wait_until(lambda: hook)
     assert hook[0].report().splitlines()[1].strip() == text
 
 
@@ -75,7 +59,7 @@ def test_a_proc_where_an_actor_failed_takes_no_new_actors(hook):
             b.slice(gpus=0).ok.call_one().get(20)
         assert b.slice(gpus=1).ok.call_one().get(20) == "alive"    # the other proc
         assert pm.slice(gpus=1).spawn("c", A).initialized.get(20) is None
-        assert _wait(lambda: hook)
+        assert wait_until(lambda: hook)
         assert len(hook) == 1 and "fatal" in hook[0].report()   # only the failure
     finally:
         pm.stop().get(30)

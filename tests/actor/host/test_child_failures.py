@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import monarch_cy.actor as api
+from _polling import wait_until
 from monarch_cy.actor import Actor, MeshFailure, SupervisionError, endpoint, this_host
 
 
@@ -107,13 +107,6 @@ class SyncOwner(Actor):
 
 
 @pytest.fixture
-def hook(monkeypatch):
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
-
-
-@pytest.fixture
 def two():
     """The owner's procs and the children's: two proc meshes of the client."""
     owner_procs = this_host().spawn_procs(per_host={"gpus": 1})
@@ -121,15 +114,6 @@ def two():
     yield owner_procs, child_procs
     for pm in (owner_procs, child_procs):
         pm.stop().get(30)
-
-
-def _wait(cond, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_an_owner_hears_each_failed_child_in_another_process_while_it_waits(two, hook):
@@ -148,7 +132,7 @@ def test_a_sync_owner_hears_them_too(two, hook):
     owner_procs, child_procs = two
     owner = owner_procs.spawn("owner", SyncOwner, child_procs)
     owner.fail_children.call_one().get(30)
-    assert _wait(lambda: len(owner.seen.call_one().get(30)) == 3)
+    assert wait_until(lambda: len(owner.seen.call_one().get(30)) == 3)
     assert hook == []
 
 
@@ -173,7 +157,7 @@ def test_an_unhandled_child_failure_reaches_the_client(two, hook, verdict, expec
     with pytest.raises(SupervisionError, match=expect):
         # the owner fails while this call waits: its caller gets the failure
         owner.fail_children_and_wait.call_one(3).get(60)
-    assert _wait(lambda: hook)
+    assert wait_until(lambda: hook)
     assert expect in hook[0].report()
     with pytest.raises(SupervisionError, match=expect):
         owner.seen.call_one().get(30)                # later calls: the same failure
@@ -184,7 +168,7 @@ def test_a_killed_child_proc_reaches_its_owner_named_as_the_child(two, hook):
     owner = owner_procs.spawn("owner", Owner, child_procs)
     pids = owner.child_pids.call_one().get(30)
     os.kill(pids[1], 9)
-    assert _wait(lambda: owner.seen.call_one().get(30))
+    assert wait_until(lambda: owner.seen.call_one().get(30))
     seen = owner.seen.call_one().get(30)
     assert [(r, k) for r, k, _ in seen] == [([1], "proc")]
     assert "Child child{'gpus': 1/3}" in seen[0][2]

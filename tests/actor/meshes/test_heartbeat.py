@@ -16,14 +16,7 @@ from _actors import Busy
 from monarch_cy._actor.meshes import heartbeat
 from monarch_cy.actor import this_host
 
-import monarch_cy.actor as api
 
-
-@pytest.fixture
-def hook(monkeypatch):
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
 
 
 @pytest.mark.parametrize("state,cpu,wchan,expected", [

@@ -3,28 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
-import monarch_cy.actor as api
+from _polling import wait_until
 from monarch_cy.actor import MeshStoppedError, SupervisionError, context
-
-
-@pytest.fixture
-def hook(monkeypatch):
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
-
-
-def _wait(cond, timeout=10):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_stop_is_graceful(procs, name, tmp_path, hook):
@@ -32,7 +15,7 @@ def test_stop_is_graceful(procs, name, tmp_path, hook):
     m = procs.slice(gpus=slice(0, 2)).spawn(name, PlainMethods, str(tmp_path))
     one = m.slice(gpus=0)
     assert one.stop_me.call_one("done").get(10) == "stopping"
-    assert _wait(lambda: os.path.exists(tmp_path / "cleanup0"))
+    assert wait_until(lambda: os.path.exists(tmp_path / "cleanup0"))
     with pytest.raises(MeshStoppedError, match="stopped itself: done"):
         one.ping.call_one(1).get(10)
     assert m.slice(gpus=1).ping.call_one(2).get(10) == 2      # its peer serves on
@@ -45,7 +28,7 @@ def test_kill_fails_without_cleanup(procs, name, tmp_path, hook):
     m = procs.slice(gpus=slice(0, 2)).spawn(name, PlainMethods, str(tmp_path))
     one = m.slice(gpus=1)
     assert one.kill_me.call_one("bye").get(10) == "killed"
-    assert _wait(lambda: hook)
+    assert wait_until(lambda: hook)
     assert hook[0].mesh_name.startswith(name + "-") and "actor killed: bye" in hook[0].cause
     with pytest.raises(SupervisionError, match="actor killed: bye"):
         one.ping.call_one(1).get(10)

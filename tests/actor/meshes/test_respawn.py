@@ -9,14 +9,7 @@ import pytest
 from _actors import Echo, Victim
 from monarch_cy.actor import (MeshStoppedError, RestartPolicy, SupervisionError,
                               this_host)
-import monarch_cy.actor as api
 
-
-@pytest.fixture
-def hook(monkeypatch):
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
 
 
 def _lines(path):

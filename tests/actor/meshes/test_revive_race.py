@@ -14,14 +14,7 @@ from _actors import Noter
 from monarch_cy._actor.base import state as _state
 from monarch_cy._actor.cast import tree as cast_tree
 from monarch_cy.actor import SupervisionError, this_host
-import monarch_cy.actor as api
 
-
-@pytest.fixture
-def hook(monkeypatch):
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
 
 
 class _RevivedAfterTheCheck(dict):

@@ -40,13 +40,6 @@ def _alive(pid):
         return False
 
 
-@pytest.fixture
-def hook(monkeypatch):
-    """Replace the fault hook; yields the list of failures it received."""
-    got = []
-    monkeypatch.setattr(api, "unhandled_fault_hook", got.append)
-    return got
-
 
 @pytest.fixture
 def skips_seen(monkeypatch):
